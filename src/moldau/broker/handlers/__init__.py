@@ -1,0 +1,1 @@
+"""moldau.broker.handlers"""
