@@ -1,0 +1,61 @@
+"""The API versions moldau implements and advertises in ApiVersions.
+
+Only fully implemented versions are listed. Ranges follow what Apache Kafka 3.9/4.x brokers
+advertise, limited to what kio can encode and to what moldau implements. Versions that
+replace topic names with topic ids (Produce v13) are not advertised yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRange:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DELETE_RECORDS = 21
+INIT_PRODUCER_ID = 22
+OFFSET_FOR_LEADER_EPOCH = 23
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
+CREATE_PARTITIONS = 37
+INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CLUSTER = 60
+
+SUPPORTED: dict[int, ApiRange] = {
+    r.key: r
+    for r in (
+        ApiRange(PRODUCE, "Produce", 3, 11),
+        ApiRange(FETCH, "Fetch", 4, 17),
+        ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),
+        ApiRange(METADATA, "Metadata", 0, 12),
+        ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
+        ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7),
+        ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 6),
+        ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2),
+        ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
+        ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),
+        ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+        ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
+        ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
+        ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+        ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+        ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+    )
+}

@@ -1,0 +1,88 @@
+"""Bodies of requests and responses, decoded and encoded by kio.
+
+kio generates one dataclass per message and version from Kafka's JSON specs. This module loads
+those classes once per (api key, version), decodes request bodies, encodes responses, and offers
+:func:`build`, which fills a versioned dataclass from keyword arguments and drops the fields that
+version does not have. Handlers can then be written once for all versions of an API.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from functools import cache
+from types import ModuleType
+from typing import Any, TypeVar
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from .frames import FrameError
+
+T = TypeVar("T")
+
+
+@cache
+def request_reader(api_key: int, version: int) -> tuple[type, Callable[..., Any]]:
+    cls = load_request_schema(api_key, version)
+    return cls, entity_reader(cls)
+
+
+@cache
+def response_writer(api_key: int, version: int) -> tuple[type, Callable[..., Any]]:
+    cls = load_response_schema(api_key, version)
+    return cls, entity_writer(cls)
+
+
+@cache
+def response_module(api_key: int, version: int) -> ModuleType:
+    """The kio module holding the response class and its nested classes for this version."""
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+@cache
+def request_module(api_key: int, version: int) -> ModuleType:
+    return load_payload_module(api_key, version, EntityType.request)
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    """Whether this API version uses tagged fields (and thus request header v2)."""
+    cls, _ = request_reader(api_key, version)
+    return bool(cls.__flexible__)
+
+
+def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset: int) -> Any:
+    """Decode a request body; malformed bodies raise :class:`FrameError`."""
+    _, reader = request_reader(api_key, version)
+    try:
+        value, _size = reader(frame, offset)
+    except Exception as exc:  # kio raises several types for malformed input
+        raise FrameError(f"malformed body for api {api_key} v{version}: {exc}") from exc
+    return value
+
+
+def encode_body(api_key: int, version: int, response: Any) -> bytes:
+    _, writer = response_writer(api_key, version)
+    buf = io.BytesIO()
+    writer(buf, response)
+    return buf.getvalue()
+
+
+@cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(getattr(cls, "__dataclass_fields__", {}))
+
+
+def build(cls: type[T], **fields: Any) -> T:
+    """Instantiate a kio dataclass, keeping only the fields that exist in its version.
+
+    Handlers pass the union of fields over all versions of an API; a field a version lacks is
+    simply not sent, which is exactly what Kafka does when it downgrades a response.
+    """
+    names = _field_names(cls)
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def has_field(cls: type, name: str) -> bool:
+    return name in _field_names(cls)
