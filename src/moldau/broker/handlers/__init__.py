@@ -1,1 +1,42 @@
-"""moldau.broker.handlers"""
+"""Request handlers, one module per API family; :func:`register_all` wires them to a broker."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...protocol import apis
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+def register_all(broker: Broker) -> None:
+    from . import (
+        admin_topics,
+        api_versions,
+        cluster_info,
+        configs,
+        fetch,
+        list_offsets,
+        metadata,
+        produce,
+        producer_ids,
+        records,
+    )
+
+    broker.register(apis.API_VERSIONS, api_versions.handle)
+    broker.register(apis.METADATA, metadata.handle)
+    broker.register(apis.PRODUCE, produce.handle)
+    broker.register(apis.FETCH, fetch.handle)
+    broker.register(apis.LIST_OFFSETS, list_offsets.handle)
+    broker.register(apis.CREATE_TOPICS, admin_topics.handle_create_topics)
+    broker.register(apis.DELETE_TOPICS, admin_topics.handle_delete_topics)
+    broker.register(apis.CREATE_PARTITIONS, admin_topics.handle_create_partitions)
+    broker.register(apis.DESCRIBE_CONFIGS, configs.handle_describe_configs)
+    broker.register(apis.ALTER_CONFIGS, configs.handle_alter_configs)
+    broker.register(apis.INCREMENTAL_ALTER_CONFIGS, configs.handle_incremental_alter_configs)
+    broker.register(apis.DELETE_RECORDS, records.handle_delete_records)
+    broker.register(apis.OFFSET_FOR_LEADER_EPOCH, records.handle_offset_for_leader_epoch)
+    broker.register(apis.DESCRIBE_LOG_DIRS, cluster_info.handle_describe_log_dirs)
+    broker.register(apis.DESCRIBE_CLUSTER, cluster_info.handle_describe_cluster)
+    broker.register(apis.INIT_PRODUCER_ID, producer_ids.handle)

@@ -1,0 +1,1 @@
+"""Benchmarks: throughput and latency, printed as JSON. Never part of ``make test``."""

@@ -1,0 +1,260 @@
+"""The broker: its state, its topics, and the dispatch of decoded requests to handlers.
+
+A ``Broker`` owns the log manager (partitions on disk), the metadata store (which topics exist
+and their configs), the fetch purgatory and the background chores (retention, flush, checkpoints).
+It knows nothing about sockets: :class:`~moldau.broker.connection.KafkaConnection` hands it
+frames and writes back what it returns. Everything runs on the one event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ..cluster.local import LocalMetadataStore
+from ..cluster.metadata import TopicMetadata
+from ..config import BrokerConfig, ConfigError, effective_topic_config, to_log_config
+from ..config import validate_topic_configs
+from ..log.manager import LogManager
+from ..log.partition_log import PartitionLog
+from ..protocol import codec
+from ..protocol.apis import API_VERSIONS, SUPPORTED
+from ..protocol.frames import FrameError, parse_request_header, response_header
+from ..protocol.frames import skip_tagged_fields
+from .errors import ApiError
+from .purgatory import FetchPurgatory
+from .response import Response
+from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
+
+if TYPE_CHECKING:
+    from .connection import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+
+class RequestContext:
+    """What a handler needs besides the request: the broker, the header, the response classes."""
+
+    __slots__ = ("broker", "header", "resp", "version")
+
+    def __init__(self, broker: Broker, header: Any, version: int, resp: Any) -> None:
+        self.broker = broker
+        self.header = header
+        self.version = version
+        self.resp = resp
+
+
+Handler = Callable[[Any, RequestContext], Awaitable[Any]]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id: int = config.node_id
+        log_dirs = config.log_dirs
+        self.metadata = LocalMetadataStore(log_dirs[0])
+        self.logs = LogManager(log_dirs, cluster_id=self.metadata.cluster_id,
+                               node_id=self.node_id)
+        self.purgatory = FetchPurgatory()
+        self.connections: set[KafkaConnection] = set()
+        self.leader_epoch = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._handlers: dict[int, Handler] = {}
+        self._open_logs()
+
+    # -- topics ------------------------------------------------------------------------------
+
+    def _open_logs(self) -> None:
+        """Make the partition logs on disk agree with the metadata store."""
+        for topic in self.metadata.topics().values():
+            log_config = self.log_config(topic)
+            for partition in range(topic.partitions):
+                if self.logs.get(topic.name, partition) is None:
+                    self.logs.create(topic.name, partition, log_config, topic.topic_id)
+                else:
+                    self.logs.update_config(topic.name, log_config)
+        known = self.metadata.topics()
+        for plog in list(self.logs.all_logs()):
+            topic = known.get(plog.topic)
+            if topic is None or plog.partition >= topic.partitions:
+                log.warning("deleting %s-%d: not in the metadata", plog.topic, plog.partition)
+                self.logs.delete(plog.topic, plog.partition)
+
+    def log_config(self, topic: TopicMetadata) -> Any:
+        return to_log_config(effective_topic_config(self.config, topic.configs))
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get(topic, partition)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str | None],
+        *,
+        validate_only: bool = False,
+    ) -> TopicMetadata:
+        """Create a topic or raise :class:`ApiError` with the code Kafka would send."""
+        validate_topic_name(name)
+        if name in self.metadata.topics():
+            raise ApiError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        key = collision_key(name)
+        for existing in self.metadata.topics():
+            if collision_key(existing) == key:
+                raise ApiError(
+                    ErrorCode.invalid_topic_exception,
+                    f"Topic '{name}' collides with existing topic: {existing}",
+                )
+        if partitions <= 0:
+            raise ApiError(ErrorCode.invalid_partitions,
+                           "Number of partitions must be larger than 0.")
+        try:
+            clean = validate_topic_configs(configs)
+            topic = TopicMetadata(name, uuid.uuid4(), partitions, clean)
+            log_config = self.log_config(topic)
+        except ConfigError as exc:
+            raise ApiError(ErrorCode.invalid_config, str(exc)) from exc
+        if validate_only:
+            return topic
+        self.metadata.create_topic(topic)
+        for partition in range(partitions):
+            self.logs.create(name, partition, log_config, topic.topic_id)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return topic
+
+    def ensure_topic(self, name: str) -> TopicMetadata | None:
+        """Auto-create ``name`` when ``auto.create.topics.enable`` allows; None otherwise."""
+        topic = self.metadata.topic(name)
+        if topic is not None or not self.config.auto_create_topics_enable:
+            return topic
+        if name in INTERNAL_TOPICS:
+            return None
+        return self.create_topic(name, self.config.num_partitions, {})
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.metadata.topic(name)
+        if topic is None:
+            raise ApiError(ErrorCode.unknown_topic_or_partition,
+                           f"Topic '{name}' does not exist.")
+        self.metadata.delete_topic(name)
+        for partition in range(topic.partitions):
+            self.logs.delete(name, partition)
+            self.purgatory.wake_all((name, partition))
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        topic = self.metadata.topic(name)
+        if topic is None:
+            raise ApiError(ErrorCode.unknown_topic_or_partition,
+                           f"Topic '{name}' does not exist.")
+        if count <= topic.partitions:
+            raise ApiError(
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {topic.partitions} partitions, which is higher than or "
+                f"equal to the requested {count}.",
+            )
+        if validate_only:
+            return
+        log_config = self.log_config(topic)
+        for partition in range(topic.partitions, count):
+            self.logs.create(name, partition, log_config, topic.topic_id)
+        self.metadata.set_partitions(name, count)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str | None],
+                          *, validate_only: bool = False) -> None:
+        topic = self.metadata.topic(name)
+        if topic is None:
+            raise ApiError(ErrorCode.unknown_topic_or_partition,
+                           f"Topic '{name}' does not exist.")
+        try:
+            clean = validate_topic_configs(configs)
+            log_config = self.log_config(TopicMetadata(name, topic.topic_id, 1, clean))
+        except ConfigError as exc:
+            raise ApiError(ErrorCode.invalid_config, str(exc)) from exc
+        if validate_only:
+            return
+        self.metadata.set_topic_configs(name, clean)
+        self.logs.update_config(name, log_config)
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def register(self, api_key: int, handler: Handler) -> None:
+        self._handlers[api_key] = handler
+
+    async def handle_frame(self, frame: bytes) -> Response | None:
+        """Decode one request frame, run its handler, and encode the response (None: no reply)."""
+        header, offset = parse_request_header(frame)
+        key, version = header.api_key, header.api_version
+        api = SUPPORTED.get(key)
+        if key == API_VERSIONS and (api is None or not api.supports(version)):
+            # KIP-511: answer with v0 and UNSUPPORTED_VERSION so the client can downgrade.
+            from .handlers.api_versions import unsupported_version_response
+
+            body = codec.encode_body(key, 0, unsupported_version_response())
+            return Response.of_bytes(response_header(header.correlation_id, False), body)
+        handler = self._handlers.get(key)
+        if api is None or handler is None:
+            raise FrameError(f"unknown api key {key}")
+        if not api.supports(version):
+            raise FrameError(f"unsupported version {version} of {api.name}")
+        flexible = codec.is_flexible(key, version)
+        if flexible:
+            offset = skip_tagged_fields(frame, offset)
+        request = codec.decode_request(key, version, frame, offset)
+        ctx = RequestContext(self, header, version, codec.response_module(key, version))
+        result = await handler(request, ctx)
+        if result is None:
+            return None
+        # ApiVersions responses always carry header v0 (KIP-511).
+        head = response_header(header.correlation_id, flexible and key != API_VERSIONS)
+        if isinstance(result, Response):
+            result.parts.insert(0, head)
+            result.size += len(head)
+            return result
+        return Response.of_bytes(head, codec.encode_body(key, version, result))
+
+    # -- background chores -------------------------------------------------------------------
+
+    def start_background(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._every(
+            self.config.log_retention_check_interval_ms, self._retention)))
+        self._tasks.append(loop.create_task(self._every(
+            self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)))
+        self._tasks.append(loop.create_task(self._every(
+            self.config.log_flush_scheduler_interval_ms, self._flush)))
+
+    async def _every(self, interval_ms: int, chore: Callable[[], None]) -> None:
+        interval = max(interval_ms, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                chore()
+            except Exception:
+                log.exception("background chore %s failed", chore.__name__)
+
+    def _retention(self) -> None:
+        self.logs.run_retention(now_ms())
+
+    def _checkpoint(self) -> None:
+        self.logs.checkpoint()
+
+    def _flush(self) -> None:
+        now = now_ms()
+        for plog in self.logs.all_logs():
+            plog.flush_if_due(now)
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self.logs.close()

@@ -1,0 +1,184 @@
+"""Fetch: serve record bytes straight from segment files, long-polling when there is too little.
+
+Record bytes are never copied into Python on the way out: each partition's slice of a segment
+file becomes a file range in the response, which the connection sends with ``sendfile``. kio
+still encodes the response structure; every records field is first encoded as a unique
+placeholder, which is then swapped for the real length prefix and the file range.
+
+Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients
+that no session was created, so they keep sending full fetch requests. That is always correct.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...log.errors import OffsetOutOfRangeError
+from ...protocol import codec
+from ...protocol.codec import build
+from ..broker import Broker, RequestContext
+from ..response import FileRange, Response
+from .api_versions import NO_THROTTLE
+
+_MARKER_LEN = 16
+_INT32 = struct.Struct(">i")
+
+
+@dataclass(slots=True)
+class _PartitionRead:
+    topic: str | None
+    partition: int
+    code: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    data: FileRange | None = None
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _resolve_topic(broker: Broker, fetch_topic: Any) -> tuple[str | None, ErrorCode]:
+    topic_id = getattr(fetch_topic, "topic_id", None)
+    if topic_id is not None:
+        found = broker.metadata.topic_by_id(topic_id)
+        return (found.name, ErrorCode.none) if found else (None, ErrorCode.unknown_topic_id)
+    name = fetch_topic.topic
+    if broker.metadata.topic(name) is None:
+        return name, ErrorCode.unknown_topic_or_partition
+    return name, ErrorCode.none
+
+
+def _read_all(broker: Broker, request: Any) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
+    """Read every requested partition within the request's byte limits (KIP-74 rules)."""
+    budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    reads: list[tuple[Any, list[_PartitionRead]]] = []
+    for fetch_topic in request.topics:
+        name, topic_code = _resolve_topic(broker, fetch_topic)
+        parts: list[_PartitionRead] = []
+        for p in fetch_topic.partitions:
+            if topic_code is not ErrorCode.none or name is None:
+                parts.append(_PartitionRead(name, p.partition, topic_code))
+                continue
+            plog = broker.partition_log(name, p.partition)
+            if plog is None:
+                parts.append(_PartitionRead(name, p.partition,
+                                            ErrorCode.unknown_topic_or_partition))
+                continue
+            read = _PartitionRead(name, p.partition, ErrorCode.none, plog.high_watermark,
+                                  plog.log_start_offset)
+            limit = min(p.partition_max_bytes, budget - total)
+            if limit > 0 or total == 0:
+                try:
+                    data = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=total == 0,
+                                     max_offset=plog.high_watermark)
+                except OffsetOutOfRangeError:
+                    read.code = ErrorCode.offset_out_of_range
+                    data = None
+                if data is not None and data.size > 0:
+                    read.data = data
+                    total += data.size
+            parts.append(read)
+        reads.append((fetch_topic, parts))
+    return reads, total
+
+
+def _has_error(reads: list[tuple[Any, list[_PartitionRead]]]) -> bool:
+    return any(r.code is not ErrorCode.none for _, parts in reads for r in parts)
+
+
+def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRead]]]) -> Response:
+    m = ctx.resp
+    salt = os.urandom(8)
+    ranges: list[tuple[bytes, FileRange]] = []
+    topics = []
+    for fetch_topic, parts in reads:
+        partitions = []
+        for r in parts:
+            records = b""
+            if r.data is not None:
+                marker = salt + len(ranges).to_bytes(8, "big")
+                ranges.append((marker, r.data))
+                records = marker
+            partitions.append(build(
+                m.PartitionData,
+                partition_index=r.partition,
+                error_code=r.code,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.high_watermark,
+                log_start_offset=r.log_start_offset,
+                aborted_transactions=None,
+                preferred_read_replica=-1,
+                records=records,
+            ))
+        topics.append(build(
+            m.FetchableTopicResponse,
+            topic=getattr(fetch_topic, "topic", None),
+            topic_id=getattr(fetch_topic, "topic_id", None),
+            partitions=tuple(partitions),
+        ))
+    response = build(
+        m.FetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=tuple(topics),
+        node_endpoints=(),
+    )
+    body = codec.encode_body(ctx.header.api_key, ctx.version, response)
+    if not ranges:
+        return Response.of_bytes(body)
+    flexible = codec.is_flexible(ctx.header.api_key, ctx.version)
+    # The placeholder's own length prefix: uvarint(16 + 1) when flexible, int32 16 otherwise.
+    prefix_len = 1 if flexible else 4
+    parts: list[bytes | FileRange] = []
+    size = 0
+    start = 0
+    for marker, data in ranges:
+        at = body.index(marker, start)
+        head = body[start : at - prefix_len]
+        length = _uvarint(data.size + 1) if flexible else _INT32.pack(data.size)
+        parts.append(head + length)
+        parts.append(data)
+        size += len(head) + len(length) + data.size
+        start = at + _MARKER_LEN
+    tail = body[start:]
+    parts.append(tail)
+    size += len(tail)
+    return Response(parts, size)
+
+
+async def handle(request: Any, ctx: RequestContext) -> Any:
+    broker = ctx.broker
+    m = ctx.resp
+    session_id = getattr(request, "session_id", 0)
+    session_epoch = getattr(request, "session_epoch", -1)
+    if session_id != 0 and session_epoch not in (0, -1):
+        # We never hand out sessions, so an incremental fetch names one we do not know.
+        return build(m.FetchResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
+                     responses=(), node_endpoints=())
+    reads, total = _read_all(broker, request)
+    max_wait_s = request.max_wait.total_seconds()
+    min_bytes = max(request.min_bytes, 1)
+    if total < min_bytes and max_wait_s > 0 and not _has_error(reads):
+        keys = [
+            (r.topic, r.partition)
+            for _, parts in reads
+            for r in parts
+            if r.topic is not None
+        ]
+        await broker.purgatory.wait(keys, min_bytes - total, max_wait_s)  # type: ignore[arg-type]
+        reads, total = _read_all(broker, request)
+    return _encode(ctx, reads)

@@ -1,0 +1,110 @@
+"""Metadata: brokers, topics and partition leaders; auto-creates topics when allowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...protocol.codec import build
+from ..broker import RequestContext
+from ..errors import ApiError
+from ..topic_names import INTERNAL_TOPICS
+from .api_versions import NO_THROTTLE
+
+
+def _requested_names(request: Any, ctx: RequestContext) -> list[str | None] | None:
+    """The topics asked for, or None for "all topics" (an empty list means all in v0)."""
+    topics = request.topics
+    if topics is None or (ctx.version == 0 and not topics):
+        return None
+    names: list[str | None] = []
+    for t in topics:
+        name = getattr(t, "name", None)
+        if name is None and getattr(t, "topic_id", None) is not None:
+            found = ctx.broker.metadata.topic_by_id(t.topic_id)
+            name = found.name if found else None
+        names.append(name)
+    return names
+
+
+def topic_entry(ctx: RequestContext, name: str) -> Any:
+    """The metadata of one existing topic: every partition led by this broker."""
+    m = ctx.resp
+    broker = ctx.broker
+    topic = broker.metadata.topic(name)
+    assert topic is not None
+    node = broker.node_id
+    partitions = tuple(
+        build(
+            m.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=p,
+            leader_id=node,
+            leader_epoch=broker.leader_epoch,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
+        for p in range(topic.partitions)
+    )
+    return build(
+        m.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=name,
+        topic_id=topic.topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=partitions,
+    )
+
+
+def _error_entry(ctx: RequestContext, name: str | None, code: ErrorCode) -> Any:
+    return build(
+        ctx.resp.MetadataResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=None,
+        is_internal=False,
+        partitions=(),
+    )
+
+
+async def handle(request: Any, ctx: RequestContext) -> Any:
+    m = ctx.resp
+    broker = ctx.broker
+    names = _requested_names(request, ctx)
+    # v4+ lets the client forbid auto-creation (e.g. consumers); older versions always allow it.
+    allow_create = getattr(request, "allow_auto_topic_creation", True)
+    entries = []
+    if names is None:
+        entries = [topic_entry(ctx, n) for n in sorted(broker.metadata.topics())]
+    else:
+        for name in names:
+            if name is None:
+                entries.append(_error_entry(ctx, None, ErrorCode.unknown_topic_id))
+                continue
+            try:
+                exists = broker.metadata.topic(name) is not None
+                if not exists and allow_create:
+                    exists = broker.ensure_topic(name) is not None
+            except ApiError as exc:
+                entries.append(_error_entry(ctx, name, exc.code))
+                continue
+            if exists:
+                entries.append(topic_entry(ctx, name))
+            else:
+                entries.append(_error_entry(ctx, name, ErrorCode.unknown_topic_or_partition))
+    listener = broker.config.advertised_listeners[0]
+    brokers = (
+        build(m.MetadataResponseBroker, node_id=broker.node_id, host=listener.host,
+              port=listener.port, rack=None),
+    )
+    return build(
+        m.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=brokers,
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.node_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=-2147483648,
+    )

@@ -1,0 +1,113 @@
+"""Produce: validate each partition's record batches, append them, acknowledge.
+
+Batches stay opaque bytes: the log parses their 61-byte headers, checks CRC32C in C, patches the
+base offset and appends. A single node is its own ISR, so the high watermark follows the log
+end offset at once and ``acks=all`` completes as soon as the append is done, unless the topic
+asks for more in-sync replicas than exist.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...log.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from ...protocol.codec import build
+from ..broker import RequestContext, now_ms
+from ..errors import ApiError
+from .api_versions import NO_THROTTLE
+
+log = logging.getLogger(__name__)
+
+_LOG_ERRORS: dict[type[Exception], ErrorCode] = {
+    CorruptRecordError: ErrorCode.corrupt_message,
+    InvalidRecordError: ErrorCode.invalid_record,
+    RecordTooLargeError: ErrorCode.message_too_large,
+    OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+}
+
+
+def _to_datetime(ms: int) -> datetime.datetime | None:
+    if ms < 0:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+def _partition_response(m: Any, index: int, code: ErrorCode, message: str | None = None,
+                        base_offset: int = -1, log_append_time: int = -1,
+                        log_start_offset: int = -1) -> Any:
+    return build(
+        m.PartitionProduceResponse,
+        index=index,
+        error_code=code,
+        base_offset=base_offset,
+        log_append_time=_to_datetime(log_append_time),
+        log_start_offset=log_start_offset,
+        record_errors=(),
+        error_message=message,
+    )
+
+
+def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
+    m = ctx.resp
+    broker = ctx.broker
+    index = data.index
+    plog = broker.partition_log(topic, index)
+    if plog is None:
+        return _partition_response(m, index, ErrorCode.unknown_topic_or_partition,
+                                   "This server does not host this topic-partition.")
+    if data.records is None:
+        return _partition_response(m, index, ErrorCode.corrupt_message, "records are null")
+    if acks == -1 and plog.config.min_insync_replicas > 1:
+        return _partition_response(
+            m, index, ErrorCode.not_enough_replicas,
+            f"min.insync.replicas={plog.config.min_insync_replicas} but the ISR has 1 replica",
+        )
+    try:
+        result = plog.append(data.records, leader_epoch=broker.leader_epoch, now_ms=now_ms())
+    except tuple(_LOG_ERRORS) as exc:
+        log.info("rejected produce to %s-%d: %s", topic, index, exc)
+        return _partition_response(m, index, _LOG_ERRORS[type(exc)], str(exc))
+    plog.high_watermark = plog.log_end_offset
+    broker.purgatory.notify_append((topic, index), len(data.records))
+    return _partition_response(
+        m, index, ErrorCode.none, None, result.base_offset, result.log_append_time_ms,
+        result.log_start_offset,
+    )
+
+
+async def handle(request: Any, ctx: RequestContext) -> Any:
+    m = ctx.resp
+    broker = ctx.broker
+    acks = request.acks
+    topics = []
+    for topic_data in request.topic_data:
+        name = topic_data.name
+        code: ErrorCode | None = None
+        message: str | None = None
+        if acks not in (0, 1, -1):
+            code, message = ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1"
+        else:
+            try:
+                if broker.ensure_topic(name) is None:
+                    code = ErrorCode.unknown_topic_or_partition
+                    message = f"Topic '{name}' does not exist."
+            except ApiError as exc:
+                code, message = exc.code, exc.message
+        if code is not None:
+            partitions = tuple(_partition_response(m, p.index, code, message)
+                               for p in topic_data.partition_data)
+        else:
+            partitions = tuple(_append(ctx, name, p, acks) for p in topic_data.partition_data)
+        topics.append(build(m.TopicProduceResponse, name=name, partition_responses=partitions))
+    if acks == 0:
+        return None
+    return build(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)

@@ -1,0 +1,134 @@
+"""Single-node metadata: a JSON document in the first log directory, replaced atomically.
+
+One broker alone needs no ZooKeeper. Topic definitions (name, id, partition count, config
+overrides), dynamic broker configs and the producer-id high-water mark live in
+``<log.dir>/moldau-metadata.json``. Every change rewrites the file through a temporary file, an
+fsync and a rename, so a crash leaves either the old or the new document, never a torn one.
+Metadata changes are rare (admin operations), so the cost of a full rewrite does not matter.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .metadata import TopicMetadata
+
+METADATA_FILE = "moldau-metadata.json"
+# Producer ids are handed out in blocks persisted ahead of use, so a restart never reuses one.
+PRODUCER_ID_BLOCK = 1000
+
+
+def new_cluster_id() -> str:
+    """A cluster id in Kafka's form: a random UUID in URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class LocalMetadataStore:
+    """Metadata of a single-node cluster, persisted in one JSON file."""
+
+    def __init__(self, directory: Path, cluster_id: str | None = None) -> None:
+        self._path = directory / METADATA_FILE
+        directory.mkdir(parents=True, exist_ok=True)
+        self._topics: dict[str, TopicMetadata] = {}
+        self._by_id: dict[uuid.UUID, TopicMetadata] = {}
+        self._broker_configs: dict[str, str] = {}
+        self._producer_id_limit = 0
+        self._next_producer_id = 0
+        self.cluster_id = cluster_id or new_cluster_id()
+        if self._path.exists():
+            self._load()
+        else:
+            self._save()
+
+    def _load(self) -> None:
+        doc = json.loads(self._path.read_text())
+        self.cluster_id = doc.get("cluster_id", self.cluster_id)
+        for raw in doc.get("topics", []):
+            topic = TopicMetadata(
+                name=raw["name"],
+                topic_id=uuid.UUID(raw["topic_id"]),
+                partitions=int(raw["partitions"]),
+                configs=dict(raw.get("configs", {})),
+            )
+            self._topics[topic.name] = topic
+            self._by_id[topic.topic_id] = topic
+        self._broker_configs = dict(doc.get("broker_configs", {}))
+        # Everything below the persisted limit may have been handed out before the restart.
+        self._producer_id_limit = int(doc.get("producer_id_limit", 0))
+        self._next_producer_id = self._producer_id_limit
+
+    def _save(self) -> None:
+        doc: dict[str, Any] = {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": str(t.topic_id),
+                    "partitions": t.partitions,
+                    "configs": t.configs,
+                }
+                for t in self._topics.values()
+            ],
+            "broker_configs": self._broker_configs,
+            "producer_id_limit": self._producer_id_limit,
+        }
+        tmp = self._path.with_suffix(".tmp")
+        with open(tmp, "w") as fh:
+            json.dump(doc, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self._path)
+        dir_fd = os.open(self._path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        return self._topics
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._by_id.get(topic_id)
+
+    def create_topic(self, topic: TopicMetadata) -> None:
+        self._topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+        self._save()
+
+    def delete_topic(self, name: str) -> None:
+        topic = self._topics.pop(name, None)
+        if topic is not None:
+            self._by_id.pop(topic.topic_id, None)
+            self._save()
+
+    def set_partitions(self, name: str, partitions: int) -> None:
+        self._topics[name].partitions = partitions
+        self._save()
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._topics[name].configs = dict(configs)
+        self._save()
+
+    def broker_configs(self) -> dict[str, str]:
+        return dict(self._broker_configs)
+
+    def set_broker_configs(self, configs: dict[str, str]) -> None:
+        self._broker_configs = dict(configs)
+        self._save()
+
+    def next_producer_id(self) -> int:
+        if self._next_producer_id >= self._producer_id_limit:
+            self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
+            self._save()
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        return pid

@@ -1,0 +1,46 @@
+"""What every metadata store (one node: a local file; clusters: ZooKeeper) must offer.
+
+The broker asks the store which topics exist, how many partitions each has, their configs
+overrides and their topic ids; it tells the store about creations, deletions and changes. The
+store is the source of truth; partition logs on disk follow it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(slots=True)
+class TopicMetadata:
+    """One topic as the metadata store knows it."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+class MetadataStore(Protocol):
+    cluster_id: str
+
+    def topics(self) -> dict[str, TopicMetadata]: ...
+
+    def topic(self, name: str) -> TopicMetadata | None: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+
+    def create_topic(self, topic: TopicMetadata) -> None: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def set_partitions(self, name: str, partitions: int) -> None: ...
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
+
+    def broker_configs(self) -> dict[str, str]: ...
+
+    def set_broker_configs(self, configs: dict[str, str]) -> None: ...
+
+    def next_producer_id(self) -> int: ...
