@@ -1,0 +1,207 @@
+"""``moldau consume``: print records of a topic.
+
+Without ``--group`` the consumer assigns partitions itself and joins no group, so
+looking at a topic never moves anybody's committed offsets. With ``--group`` it
+subscribes like any application consumer and commits what it printed (automatically,
+and once more on exit); ``--from-beginning`` then only applies when the group has no
+committed offset yet, as in Kafka.
+
+It stops after ``--max-messages`` records, after ``--timeout-ms`` without a new record,
+or on Ctrl-C; a stop is a success (exit 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from .connection import Connection, connection_options
+from .errors import CliError, as_cli_error, describe_kafka_error
+from .records import TextFormat, render_json
+
+_BATCH = 500
+_POLL_S = 0.5
+
+
+def start_offset(offset: str | None, from_beginning: bool, partition: int | None) -> int:
+    """The offset to start each assigned partition at (librdkafka's logical offsets too)."""
+    if offset is not None and from_beginning:
+        raise CliError("use either --from-beginning or --offset, not both")
+    if from_beginning or offset == "earliest":
+        return OFFSET_BEGINNING
+    if offset is None or offset == "latest":
+        return OFFSET_END
+    if not offset.isdigit():
+        raise CliError(f"invalid --offset {offset!r}: expected a number, earliest or latest")
+    if partition is None:
+        raise CliError("--offset N needs --partition")
+    return int(offset)
+
+
+def _consumer_config(
+    conn: Connection, group: str | None, from_beginning: bool
+) -> dict[str, Any]:
+    common = {"enable.partition.eof": False}
+    if group is None:
+        # librdkafka insists on a group.id, but with assign() and explicit offsets it never
+        # talks to a group coordinator; keep it from storing or committing anything.
+        return conn.client_config(**common, **{
+            "group.id": "moldau-cli-unassigned",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+        })
+    return conn.client_config(**common, **{
+        "group.id": group,
+        "auto.offset.reset": "earliest" if from_beginning else "latest",
+    })
+
+
+def _partitions(consumer: Consumer, conn: Connection, topic: str) -> list[int]:
+    try:
+        metadata = consumer.list_topics(timeout=conn.timeout)
+    except KafkaException as exc:
+        raise as_cli_error(exc, "cannot fetch metadata") from exc
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None:
+        raise CliError(f"topic {topic!r} does not exist")
+    return sorted(found.partitions)
+
+
+class _ErrorFilter:
+    """Decides which consumer errors end the run and prints each other one once."""
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+
+    def check(self, error: KafkaError, topic: str) -> None:
+        code = error.code()
+        if code == KafkaError._PARTITION_EOF:
+            return
+        if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise CliError(f"topic {topic!r} does not exist")
+        if error.fatal():
+            raise CliError(f"consumer failed: {describe_kafka_error(error)}")
+        if code not in self._seen:
+            self._seen.add(code)
+            click.echo(f"warning: {describe_kafka_error(error)}", err=True)
+
+
+class _Printer:
+    """Polls records and writes them out; ``count`` survives a Ctrl-C mid-run."""
+
+    def __init__(self, consumer: Consumer, topic: str, render: Callable[[Message], bytes]):
+        self.consumer = consumer
+        self.topic = topic
+        self.render = render
+        self.count = 0
+        self._errors = _ErrorFilter()
+        self._out = sys.stdout.buffer
+
+    def run(self, max_messages: int | None, idle_timeout_s: float | None) -> None:
+        """Print records until ``max_messages`` or ``idle_timeout_s`` without a record."""
+        deadline = None if idle_timeout_s is None else time.monotonic() + idle_timeout_s
+        while max_messages is None or self.count < max_messages:
+            wait = _POLL_S
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    return
+            # Never take more than we will print: with --group, what librdkafka hands us
+            # is what gets committed.
+            want = _BATCH if max_messages is None else min(_BATCH, max_messages - self.count)
+            printed = self._print(self.consumer.consume(num_messages=want, timeout=wait))
+            if printed and idle_timeout_s is not None:
+                deadline = time.monotonic() + idle_timeout_s
+
+    def _print(self, messages: list[Message]) -> int:
+        printed = 0
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._errors.check(error, self.topic)
+                continue
+            self._out.write(self.render(message))
+            printed += 1
+        if printed:
+            self._out.flush()
+            self.count += printed
+        return printed
+
+
+@click.command("consume")
+@click.argument("topic")
+@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset.")
+@click.option("--offset", metavar="N|earliest|latest", help="Start offset (without --group).")
+@click.option("--partition", type=click.IntRange(min=0), help="Read only this partition.")
+@click.option("--max-messages", type=click.IntRange(min=1), help="Stop after N records.")
+@click.option("--group", metavar="GROUP", help="Join this consumer group and commit offsets.")
+@click.option(
+    "--timeout-ms", type=click.IntRange(min=0),
+    help="Stop after this long without a record (default: run until Ctrl-C).",
+)
+@click.option("--print-key", is_flag=True)
+@click.option("--print-timestamp", is_flag=True)
+@click.option("--print-headers", is_flag=True)
+@click.option("--print-partition-offset", is_flag=True)
+@click.option("--key-separator", default="\t", show_default="TAB", help="Between text fields.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@connection_options
+def consume(
+    conn: Connection,
+    topic: str,
+    from_beginning: bool,
+    offset: str | None,
+    partition: int | None,
+    max_messages: int | None,
+    group: str | None,
+    timeout_ms: int | None,
+    print_key: bool,
+    print_timestamp: bool,
+    print_headers: bool,
+    print_partition_offset: bool,
+    key_separator: str,
+    fmt: str,
+) -> None:
+    """Print records of TOPIC to stdout, one per line."""
+    if group is not None and (offset is not None or partition is not None):
+        raise CliError("--offset and --partition cannot be used with --group")
+    start = start_offset(offset, from_beginning, partition)
+    render: Callable[[Message], bytes] = render_json if fmt == "json" else TextFormat(
+        separator=key_separator.encode(),
+        key=print_key,
+        timestamp=print_timestamp,
+        headers=print_headers,
+        partition_offset=print_partition_offset,
+    ).render
+    conn.check_reachable()
+    consumer = Consumer(_consumer_config(conn, group, from_beginning))
+    printer = _Printer(consumer, topic, render)
+    try:
+        partitions = _partitions(consumer, conn, topic)
+        if partition is not None and partition not in partitions:
+            raise CliError(f"topic {topic!r} has no partition {partition}")
+        if group is not None:
+            consumer.subscribe([topic])
+        else:
+            chosen = partitions if partition is None else [partition]
+            consumer.assign([TopicPartition(topic, p, start) for p in chosen])
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop
+            printer.run(max_messages, None if timeout_ms is None else timeout_ms / 1000)
+    finally:
+        consumer.close()
+    click.echo(f"Consumed {printer.count} records from {topic}", err=True)

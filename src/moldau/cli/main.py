@@ -1,0 +1,41 @@
+"""The ``moldau`` command: one root group, one module per command group."""
+
+from __future__ import annotations
+
+import click
+import confluent_kafka
+
+from .. import __version__
+from .broker_cmd import broker
+from .configs import config_group
+from .consume import consume
+from .errors import ErrorReportingGroup
+from .produce import produce
+from .topic import topic_group
+
+
+@click.group(cls=ErrorReportingGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """moldau: a Kafka-compatible streaming platform (broker and client tools)."""
+
+
+@cli.command("version")
+def version() -> None:
+    """Print the moldau version and the Kafka client library it uses."""
+    click.echo(f"moldau {__version__}")
+    # version() is typed as (str, int) but returns a bare string in some releases.
+    client: object = confluent_kafka.version()
+    client = client[0] if isinstance(client, tuple) else client
+    click.echo(f"confluent-kafka {client}, librdkafka {confluent_kafka.libversion()[0]}")
+
+
+cli.add_command(broker)
+cli.add_command(topic_group)
+cli.add_command(config_group)
+cli.add_command(produce)
+cli.add_command(consume)
+
+
+def main() -> None:
+    """Console-script entry point (``moldau`` and ``python -m moldau``)."""
+    cli(prog_name="moldau")

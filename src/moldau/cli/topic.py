@@ -1,0 +1,202 @@
+"""``moldau topic``: create, list, describe, alter and delete topics.
+
+Partition and replication defaults are left to the broker (``-1`` in CreateTopics), so
+``num.partitions`` and ``default.replication.factor`` in server.properties mean what they
+mean in Kafka.
+"""
+
+from __future__ import annotations
+
+import click
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+    TopicDescription,
+)
+
+from .assignments import parse_assignments
+from .configs import alter_configs, fetch_configs, print_configs
+from .connection import Connection, connection_options
+from .errors import CliError, as_cli_error, kafka_error_of
+from .offsets import partition_offsets
+from .output import stdout_console, table
+
+
+def _has_code(exc: KafkaException, code: int) -> bool:
+    error = kafka_error_of(exc)
+    return error is not None and error.code() == code
+
+
+def _not_found(name: str) -> CliError:
+    return CliError(f"topic {name!r} does not exist")
+
+
+def describe_topic(conn: Connection, admin: AdminClient, name: str) -> TopicDescription:
+    """Metadata for one topic; a missing topic is a user mistake, not a crash."""
+    futures = admin.describe_topics(TopicCollection([name]), request_timeout=conn.timeout)
+    try:
+        return futures[name].result(timeout=conn.timeout + 5)
+    except KafkaException as exc:
+        if _has_code(exc, KafkaError.UNKNOWN_TOPIC_OR_PART):
+            raise _not_found(name) from None
+        raise as_cli_error(exc, f"cannot describe topic {name!r}") from exc
+
+
+@click.group("topic")
+def topic_group() -> None:
+    """Create, list, describe, alter and delete topics."""
+
+
+@topic_group.command("create")
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(min=1), help="Default: broker's num.partitions.")
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    help="Default: broker's default.replication.factor.",
+)
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config.")
+@click.option("--if-not-exists", is_flag=True, help="Succeed if the topic already exists.")
+@click.option("--validate-only", is_flag=True, help="Ask the broker to check, not create.")
+@connection_options
+def create(
+    conn: Connection,
+    name: str,
+    partitions: int | None,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+    validate_only: bool,
+) -> None:
+    """Create topic NAME."""
+    new_topic = NewTopic(
+        name,
+        num_partitions=-1 if partitions is None else partitions,
+        replication_factor=-1 if replication_factor is None else replication_factor,
+        config=parse_assignments(configs, "--config"),
+    )
+    admin = conn.admin()
+    futures = admin.create_topics(
+        [new_topic], request_timeout=conn.timeout, validate_only=validate_only
+    )
+    try:
+        futures[name].result(timeout=conn.timeout + 5)
+    except KafkaException as exc:
+        if _has_code(exc, KafkaError.TOPIC_ALREADY_EXISTS):
+            if if_not_exists:
+                click.echo(f"Topic {name} already exists.")
+                return
+            raise CliError(f"topic {name!r} already exists") from None
+        raise as_cli_error(exc, f"cannot create topic {name!r}") from exc
+    if validate_only:
+        click.echo(f"Topic {name} would be created (validate only).")
+    else:
+        click.echo(f"Created topic {name}.")
+
+
+@topic_group.command("list")
+@click.option("--internal", is_flag=True, help="Also list internal topics (__consumer_offsets...).")
+@connection_options
+def list_topics(conn: Connection, internal: bool) -> None:
+    """Print topic names, one per line."""
+    admin = conn.admin()
+    try:
+        metadata = admin.list_topics(timeout=conn.timeout)
+    except KafkaException as exc:
+        raise as_cli_error(exc, "cannot list topics") from exc
+    names = sorted(metadata.topics)
+    if not internal and names:
+        # Only the broker knows which topics are internal; Metadata carries the flag.
+        futures = admin.describe_topics(TopicCollection(names), request_timeout=conn.timeout)
+        names = [
+            n for n in names if not conn.result(futures[n], f"cannot describe {n!r}").is_internal
+        ]
+    for name in names:
+        click.echo(name)
+
+
+@topic_group.command("describe")
+@click.argument("name")
+@connection_options
+def describe(conn: Connection, name: str) -> None:
+    """Partitions (leader, replicas, ISR, offsets) and non-default configs of NAME."""
+    admin = conn.admin()
+    topic = describe_topic(conn, admin, name)
+    partitions = sorted(topic.partitions, key=lambda p: p.id)
+    offsets = partition_offsets(conn, admin, name, [p.id for p in partitions])
+    replication = len(partitions[0].replicas) if partitions else 0
+    console = stdout_console()
+    console.print(
+        f"Topic: {topic.name}  PartitionCount: {len(partitions)}  "
+        f"ReplicationFactor: {replication}  Internal: {'yes' if topic.is_internal else 'no'}"
+    )
+    rows = table("Partition", "Leader", "Replicas", "ISR", "Earliest", "Latest")
+    for p in partitions:
+        earliest, latest = offsets[p.id]
+        rows.add_row(
+            str(p.id),
+            "none" if p.leader is None else str(p.leader.id),
+            ",".join(str(n.id) for n in p.replicas),
+            ",".join(str(n.id) for n in p.isr),
+            str(earliest),
+            str(latest),
+        )
+    console.print(rows)
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    print_configs(fetch_configs(conn, admin, resource, include_defaults=False), "Configs")
+
+
+@topic_group.command("alter")
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(min=1), help="New total partition count.")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a config.")
+@click.option("--delete-config", multiple=True, metavar="KEY", help="Revert a config to default.")
+@connection_options
+def alter(
+    conn: Connection,
+    name: str,
+    partitions: int | None,
+    configs: tuple[str, ...],
+    delete_config: tuple[str, ...],
+) -> None:
+    """Add partitions to NAME and/or change its configs."""
+    to_set = parse_assignments(configs, "--config")
+    if partitions is None and not to_set and not delete_config:
+        raise CliError("nothing to alter: give --partitions, --config or --delete-config")
+    admin = conn.admin()
+    describe_topic(conn, admin, name)  # a clear "does not exist" before anything changes
+    if partitions is not None:
+        futures = admin.create_partitions(
+            [NewPartitions(name, partitions)], request_timeout=conn.timeout
+        )
+        conn.result(futures[name], f"cannot change partitions of {name!r}")
+        click.echo(f"Topic {name} now has {partitions} partitions.")
+    if to_set or delete_config:
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        alter_configs(conn, admin, resource, to_set, delete_config)
+        changes = [f"{k}={v}" for k, v in to_set.items()] + [f"-{k}" for k in delete_config]
+        click.echo(f"Altered configs of topic {name}: {', '.join(changes)}")
+
+
+@topic_group.command("delete")
+@click.argument("name")
+@click.option("--if-exists", is_flag=True, help="Succeed if the topic does not exist.")
+@connection_options
+def delete(conn: Connection, name: str, if_exists: bool) -> None:
+    """Delete topic NAME and its data."""
+    admin = conn.admin()
+    futures = admin.delete_topics([name], request_timeout=conn.timeout)
+    try:
+        futures[name].result(timeout=conn.timeout + 5)
+    except KafkaException as exc:
+        if _has_code(exc, KafkaError.UNKNOWN_TOPIC_OR_PART):
+            if if_exists:
+                click.echo(f"Topic {name} does not exist.")
+                return
+            raise _not_found(name) from None
+        raise as_cli_error(exc, f"cannot delete topic {name!r}") from exc
+    click.echo(f"Deleted topic {name}.")
