@@ -1,0 +1,51 @@
+"""Per-partition log settings, named after Kafka's topic configs.
+
+The broker builds one :class:`LogConfig` per topic from its broker defaults and the topic's
+overrides (``segment.bytes`` -> ``segment_bytes`` and so on); the log only reads it. Defaults
+are Kafka's so that a log created without any configuration behaves like a Kafka log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Java's Long.MAX_VALUE; Kafka uses it to mean "never" for the flush intervals.
+LONG_MAX = 9223372036854775807
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Settings of one partition log; immutable so a config swap is one attribute assignment."""
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    #: -1 keeps data forever.
+    retention_ms: int = 604800000
+    #: -1 means no size limit.
+    retention_bytes: int = -1
+    max_message_bytes: int = 1048588
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10485760
+    #: "CreateTime" keeps the producer's timestamps; "LogAppendTime" stamps the broker clock.
+    message_timestamp_type: str = "CreateTime"
+    flush_interval_messages: int = LONG_MAX
+    #: None (or LONG_MAX) leaves fsync to the OS and to roll/shutdown.
+    flush_interval_ms: int | None = None
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    #: Kept for completeness; segments are unlinked at once because open descriptors keep
+    #: the data readable for in-flight fetches (see LogSegment.delete).
+    file_delete_delay_ms: int = 60000
+    #: Not used by the log itself; carried here because it is a topic config the produce path
+    #: needs next to the others.
+    min_insync_replicas: int = 1
+
+    @property
+    def log_append_time(self) -> bool:
+        """True when the broker, not the producer, sets record timestamps."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def deletes(self) -> bool:
+        """True when retention may delete old segments (``cleanup.policy`` contains delete)."""
+        return "delete" in self.cleanup_policy
