@@ -1,0 +1,460 @@
+"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex``.
+
+The ``.log`` file is written with raw ``os.write`` on an ``O_APPEND`` descriptor and read with
+``os.pread`` / ``sendfile`` on a separate read handle. No Python-level buffering is involved,
+because the broker serves a fetch with ``sendfile`` right after an append: the bytes must
+already be in the kernel's page cache, not in a userspace buffer.
+
+The segment keeps in memory what reads and rolls need without touching the disk: its size,
+the next offset, the largest timestamp seen (and the last offset of the batch that carried
+it, as Kafka's time index does), and the timestamp used for ``segment.ms`` rolling.
+
+Descriptors: the read handle stays open for the segment's life (see :mod:`file_slice` for why
+it may outlive it); the write descriptor and the index descriptors are opened lazily and
+released by :meth:`LogSegment.seal` when the segment stops being active, so old segments
+cost one descriptor each.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from .batch import NO_TIMESTAMP, BatchHeader, RecoveryScan, iter_batch_headers
+from .errors import LogError
+from .file_slice import FileSlice, ReadHandle
+from .index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+#: Relative offsets are int32 in both indexes; a segment cannot span more offsets than this.
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """Kafka's name for a segment file: the base offset as 20 zero-padded digits."""
+    return f"{base_offset:020d}{suffix}"
+
+
+class LogSegment:
+    """A contiguous range of batches starting at ``base_offset``; only the last one is appended to.
+
+    Not thread-safe: a partition's segments are used from one thread (the event loop) at a time.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        segment_index_bytes: int,
+        created_ms: int,
+        roll_jitter_ms: int = 0,
+    ) -> None:
+        """Bind to the files; use :meth:`create` or :meth:`open` rather than calling this."""
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.index_interval_bytes = index_interval_bytes
+        self.offset_index = OffsetIndex(
+            directory / segment_file_name(base_offset, INDEX_SUFFIX),
+            base_offset,
+            segment_index_bytes // OffsetIndex.ENTRY_SIZE,
+        )
+        self.time_index = TimeIndex(
+            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            base_offset,
+            segment_index_bytes // TimeIndex.ENTRY_SIZE,
+        )
+        #: When the segment object was made; the roll clock when no batch carries a timestamp.
+        self.created_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms
+        #: maxTimestamp of the first batch (Kafka's rule for segment.ms), None until known.
+        self.rolling_base_ms: int | None = None
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        #: Last offset of the batch that first reached ``max_timestamp`` (-1 if none).
+        self.offset_of_max_timestamp = -1
+        #: Why :meth:`open` found that the segment must be recovered; None when it is sound.
+        self.needs_recovery: str | None = None
+        #: Why the last :meth:`recover` truncated, for the caller's log line.
+        self.recovery_problem: str | None = None
+        self._bytes_since_index = 0
+        self._write_fd: int | None = None
+        self._reader: ReadHandle | None = None
+        self._dirty = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        segment_index_bytes: int,
+        now_ms: int,
+        roll_jitter_ms: int = 0,
+    ) -> LogSegment:
+        """Create the three (empty) files of a new segment."""
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            segment_index_bytes=segment_index_bytes,
+            created_ms=now_ms,
+            roll_jitter_ms=roll_jitter_ms,
+        )
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
+        segment._write_fd = os.open(segment.log_path, flags, 0o644)
+        segment._reader = ReadHandle(segment.log_path, "rb")
+        segment.offset_index.create()
+        segment.time_index.create()
+        segment._dirty = True
+        return segment
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        segment_index_bytes: int,
+        now_ms: int,
+        roll_jitter_ms: int = 0,
+    ) -> LogSegment:
+        """Open an existing segment, trusting its indexes unless they look damaged.
+
+        Sets :attr:`needs_recovery` (and leaves the in-memory state partial) when an index is
+        missing, torn or inconsistent, or when the log does not end on a batch boundary; the
+        caller then runs :meth:`recover`, which rebuilds everything from the log.
+        """
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            segment_index_bytes=segment_index_bytes,
+            created_ms=now_ms,
+            roll_jitter_ms=roll_jitter_ms,
+        )
+        segment._reader = ReadHandle(segment.log_path, "rb")
+        segment.size = os.fstat(segment._reader.fileno()).st_size
+        segment.needs_recovery = segment._load_indexes()
+        if segment.needs_recovery is None:
+            segment.needs_recovery = segment._load_tail()
+        if segment.needs_recovery is None:
+            first = next(iter_batch_headers(segment.fd, 0, segment.size), None)
+            if first is not None and first.max_timestamp >= 0:
+                segment.rolling_base_ms = first.max_timestamp
+        return segment
+
+    def _load_indexes(self) -> str | None:
+        offset_ok = self.offset_index.load()
+        time_ok = self.time_index.load()
+        if offset_ok and time_ok:
+            problem = self.offset_index.sanity_problem(self.size)
+            return None if problem is None else f"offset index: {problem}"
+        if self.size == 0:  # nothing to lose: start both indexes afresh
+            self.offset_index.rebuild(())
+            self.time_index.rebuild(())
+            return None
+        return "offset index missing or torn" if not offset_ok else "time index missing or torn"
+
+    def _load_tail(self) -> str | None:
+        """Derive next offset, max timestamp and index spacing by scanning after the last entry.
+
+        Everything before the last offset-index entry is summarised by the last time-index
+        entry (the segment's running maximum when that entry was written), so only the tail
+        needs reading: a few KiB instead of the whole segment.
+        """
+        _, start = self.offset_index.last_entry()
+        max_timestamp, offset_of_max = self.time_index.last_entry()
+        if max_timestamp < 0:
+            offset_of_max = -1
+        next_offset = self.base_offset
+        end = start
+        for header in iter_batch_headers(self.fd, start, self.size):
+            next_offset = header.next_offset
+            end = header.end
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+        if end != self.size:
+            return f"log ends mid-batch ({self.size - end} bytes after the last whole batch)"
+        problem = self.time_index.sanity_problem(next_offset)
+        if problem is not None:
+            return f"time index: {problem}"
+        self.next_offset = next_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_index = self.size - start if len(self.offset_index) else self.size
+        return None
+
+    def seal(self) -> None:
+        """Mark the segment inactive: final time-index entry, then release write descriptors.
+
+        The final entry makes the time index's last entry the segment's true maximum, as
+        Kafka does on roll, so later timestamp lookups and reloads see it without a scan.
+        """
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self._close_writers()
+
+    def _close_writers(self) -> None:
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+        self.offset_index.close_file()
+        self.time_index.close_file()
+
+    def close(self) -> None:
+        """Release every descriptor this segment owns (slices already handed out keep theirs)."""
+        self._close_writers()
+        self._reader = None
+
+    def delete(self) -> None:
+        """Unlink the segment's files.
+
+        Outstanding :class:`FileSlice` objects keep the read handle, hence the unlinked data,
+        alive until they are dropped, so a fetch response being sent is not cut short. That is
+        also why ``file.delete.delay.ms`` is not needed here.
+        """
+        self.close()
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The read descriptor (for ``pread``); raises once the segment is closed."""
+        if self._reader is None:
+            raise LogError(f"segment {self.log_path} is closed")
+        return self._reader.fileno()
+
+    @property
+    def is_full(self) -> bool:
+        """True when either index reached ``segment.index.bytes``: time to roll."""
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def can_hold(self, last_offset: int) -> bool:
+        """Whether ``last_offset`` still fits the int32 relative offsets of this segment."""
+        return last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+
+    def time_waited_for_roll(self, now_ms: int) -> int:
+        """Age for ``segment.ms``: from the first batch's timestamp, else from creation."""
+        base = self.rolling_base_ms if self.rolling_base_ms is not None else self.created_ms
+        return now_ms - base
+
+    def last_modified_ms(self) -> int:
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    def largest_timestamp(self) -> int:
+        """What retention.ms compares: max batch timestamp, or mtime if none has one (Kafka)."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms()
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def _writer(self) -> int:
+        if self._write_fd is None:
+            self._write_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
+        return self._write_fd
+
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchHeader]) -> None:
+        """Append already-offset-assigned batches with one write, then index them.
+
+        ``batches`` describe ``data`` (their ``position`` is relative to ``data``). Indexing is
+        per batch, so an entry always points at a batch start no matter how many batches one
+        append carries. On a failed write (disk full) the file is cut back to its previous
+        size so the segment never keeps half a batch.
+        """
+        if not batches:
+            return
+        start = self.size
+        fd = self._writer()
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError:
+            os.ftruncate(fd, start)
+            raise
+        if start == 0 and batches[0].max_timestamp >= 0:
+            self.rolling_base_ms = batches[0].max_timestamp
+        for batch in batches:
+            if batch.max_timestamp > self.max_timestamp:
+                self.max_timestamp = batch.max_timestamp
+                self.offset_of_max_timestamp = batch.last_offset
+            if self._bytes_since_index >= self.index_interval_bytes:
+                self.offset_index.append(batch.last_offset, start + batch.position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self._bytes_since_index = 0
+            self._bytes_since_index += batch.size
+        self.size = start + len(data)
+        self.next_offset = batches[-1].next_offset
+        self._dirty = True
+
+    def flush(self) -> None:
+        """fsync the log and both indexes if anything changed since the last flush."""
+        if self._dirty:
+            os.fsync(self._write_fd if self._write_fd is not None else self.fd)
+            self._dirty = False
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def find_batch(self, offset: int) -> BatchHeader | None:
+        """Header of the first batch whose last offset is >= ``offset`` (None past the end)."""
+        if offset >= self.next_offset:
+            return None
+        _, start = self.offset_index.lookup(offset)
+        for header in iter_batch_headers(self.fd, start, self.size):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def lookup(self, offset: int) -> int | None:
+        """File position of the batch holding ``offset`` (or the next batch after a gap)."""
+        header = self.find_batch(offset)
+        return None if header is None else header.position
+
+    def read_slice(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        min_one_batch: bool = True,
+        max_offset: int | None = None,
+    ) -> FileSlice | None:
+        """Whole batches from the one holding ``start_offset``, within ``max_bytes``.
+
+        None when the segment has nothing at or after ``start_offset`` below ``max_offset``,
+        or when the first batch is bigger than ``max_bytes`` and ``min_one_batch`` is False.
+        """
+        first = self.find_batch(start_offset)
+        if first is None:
+            return None
+        return self.slice_from(first, max_bytes, min_one_batch, max_offset)
+
+    def slice_from(
+        self,
+        first: BatchHeader,
+        max_bytes: int,
+        min_one_batch: bool = True,
+        max_offset: int | None = None,
+    ) -> FileSlice | None:
+        """The slice starting at batch ``first`` (see :meth:`read_slice` for the rules).
+
+        A batch is included only if all its offsets are below ``max_offset`` (the high
+        watermark), as Kafka does; the HW normally sits on a batch boundary anyway. The end
+        is found with the offset index (its positions are batch boundaries) plus a short
+        header scan, so the cost does not grow with ``max_bytes``.
+        """
+        end_bound = self.size
+        if max_offset is not None and max_offset < self.next_offset:
+            if first.last_offset >= max_offset:
+                return None
+            above = self.find_batch(max_offset)
+            if above is not None:
+                end_bound = above.position
+        limit = first.position + max(max_bytes, 0)
+        if end_bound <= limit:
+            end = end_bound
+        elif first.end > limit:
+            if not min_one_batch:
+                return None
+            end = first.end
+        else:
+            end = max(self.offset_index.position_floor(limit), first.end)
+            for header in iter_batch_headers(self.fd, end, end_bound):
+                if header.end > limit:
+                    break
+                end = header.end
+        assert self._reader is not None
+        return FileSlice(self._reader, first.position, end - first.position)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> BatchHeader | None:
+        """First batch with maxTimestamp >= ``timestamp`` and last offset >= ``starting_offset``.
+
+        The time index gives the last entry strictly below ``timestamp``: every batch up to
+        that entry's offset has a smaller timestamp, so the scan can start there.
+        """
+        if self.max_timestamp < timestamp:
+            return None
+        _, offset = self.time_index.lookup(timestamp, strict=True)
+        _, start = self.offset_index.lookup(max(offset, starting_offset))
+        for header in iter_batch_headers(self.fd, start, self.size):
+            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
+                return header
+        return None
+
+    # -- repair ---------------------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Rebuild the indexes from the log, verifying every batch; return bytes truncated.
+
+        The scan stops at the first batch that is torn, fails its CRC or breaks offset order,
+        and the file is truncated there: data after a damaged batch cannot be trusted, and
+        since it was never fsynced-and-acknowledged-through-recovery it is the unacknowledged
+        tail Kafka drops too. :attr:`recovery_problem` says what was found.
+        """
+        file_size = os.fstat(self.fd).st_size
+        scan = RecoveryScan(self.fd, 0, file_size, self.base_offset)
+        offset_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
+        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+        next_offset = self.base_offset
+        since_index = 0
+        self.rolling_base_ms = None
+        for header in scan:
+            if header.position == 0 and header.max_timestamp >= 0:
+                self.rolling_base_ms = header.max_timestamp
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+            if since_index >= self.index_interval_bytes:
+                offset_entries.append((header.last_offset, header.position))
+                if not time_entries or max_timestamp > time_entries[-1][0]:
+                    time_entries.append((max_timestamp, offset_of_max))
+                since_index = 0
+            since_index += header.size
+            next_offset = header.next_offset
+        truncated = file_size - scan.valid_end
+        if truncated:
+            os.ftruncate(self._writer(), scan.valid_end)
+        self.recovery_problem = scan.problem
+        self.offset_index.rebuild(offset_entries)
+        self.time_index.rebuild(time_entries)
+        self.size = scan.valid_end
+        self.next_offset = next_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_index = since_index
+        self.needs_recovery = None
+        self._dirty = True
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding ``offset`` and everything after it; return bytes removed.
+
+        Truncation works on whole batches, so a target inside a batch removes that batch too.
+        """
+        header = self.find_batch(offset)
+        if header is None:
+            return 0
+        position = header.position
+        removed = self.size - position
+        os.ftruncate(self._writer(), position)
+        self.size = position
+        self.offset_index.truncate(offset, position)
+        self.time_index.truncate(offset)
+        if position == 0:
+            self.rolling_base_ms = None
+        problem = self._load_tail()
+        if problem is not None:  # cannot happen on a log we wrote; recover rather than guess
+            self.recover()
+        self._dirty = True
+        return removed
