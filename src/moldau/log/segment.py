@@ -246,10 +246,18 @@ class LogSegment:
         """Whether ``last_offset`` still fits the int32 relative offsets of this segment."""
         return last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
 
-    def time_waited_for_roll(self, now_ms: int) -> int:
-        """Age for ``segment.ms``: from the first batch's timestamp, else from creation."""
-        base = self.rolling_base_ms if self.rolling_base_ms is not None else self.created_ms
-        return now_ms - base
+    def time_waited_for_roll(self, now_ms: int, incoming_max_timestamp: int) -> int:
+        """Age of the segment for ``segment.ms``, measured the way Kafka does.
+
+        When the first batch carries a timestamp, the age is the incoming batches' max
+        timestamp minus that first timestamp: both come from the same clock (the producers'
+        under CreateTime), so replaying old data does not roll on every append, which
+        comparing against the broker clock would. Without a first timestamp, the age is the
+        broker time since the segment object was created (or loaded).
+        """
+        if self.rolling_base_ms is not None:
+            return incoming_max_timestamp - self.rolling_base_ms
+        return now_ms - self.created_ms
 
     def last_modified_ms(self) -> int:
         return os.fstat(self.fd).st_mtime_ns // 1_000_000
@@ -392,6 +400,18 @@ class LogSegment:
             if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
                 return header
         return None
+
+    def max_timestamp_batch(self, from_offset: int) -> BatchHeader | None:
+        """The earliest batch with the largest timestamp among those ending at/after
+        ``from_offset``. Scans headers; only needed when the log start cuts a segment."""
+        start = self.find_batch(from_offset)
+        if start is None:
+            return None
+        best: BatchHeader | None = None
+        for header in iter_batch_headers(self.fd, start.position, self.size):
+            if best is None or header.max_timestamp > best.max_timestamp:
+                best = header
+        return best
 
     # -- repair ---------------------------------------------------------------------------
 

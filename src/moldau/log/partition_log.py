@@ -1,0 +1,608 @@
+"""The log of one topic-partition: an ordered list of segments in ``<log.dir>/<topic>-<partition>``.
+
+This is the storage API the broker uses: append a produce request's records, read a range for
+a fetch, answer offset queries, roll, flush, retain, truncate and recover. It holds no
+knowledge of replication beyond the high watermark the broker sets and the leader epochs it
+is told about.
+
+Not thread-safe: the broker calls it from its event loop (slow work such as recovery happens
+before the log is handed out).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import time
+import uuid
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .batch import assign_offsets, parse_batches
+from .checkpoint import fsync_dir
+from .config import LONG_MAX, LogConfig
+from .errors import (
+    InvalidRecordError,
+    LogError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+)
+from .file_slice import FileSlice
+from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .metadata_files import read_partition_metadata, write_partition_metadata
+from .names import delete_dir_name, parse_partition_dir
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+
+log = logging.getLogger(__name__)
+
+#: Leftovers of interrupted operations (Kafka's suffixes); removed when a log is opened.
+_STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What a produce response needs to report about one append."""
+
+    base_offset: int
+    last_offset: int
+    #: The broker timestamp stamped on the batches, or -1 when the topic uses CreateTime.
+    log_append_time_ms: int
+    log_start_offset: int
+    record_count: int
+
+
+class PartitionLog:
+    """Segments, offsets and metadata of one partition; see the module docstring."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        epochs: LeaderEpochCache,
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        now_ms: int,
+    ) -> None:
+        """Assemble a loaded log; use :meth:`open`."""
+        parsed = parse_partition_dir(directory.name)
+        if parsed is None:
+            raise LogError(f"{directory} is not named <topic>-<partition>")
+        self.directory = directory
+        self.topic, self.partition = parsed
+        self.config = config
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+        self._epochs = epochs
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._high_watermark = self.log_end_offset
+        self._topic_id: uuid.UUID | None = None
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._dir_dirty = False
+
+    # -- opening --------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        recovery_point: int = 0,
+        clean_shutdown: bool = True,
+        now_ms: int | None = None,
+        *,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+    ) -> PartitionLog:
+        """Open (or create) the partition directory and load its segments.
+
+        After an unclean shutdown, every segment from the one holding ``recovery_point`` (the
+        offset up to which data was fsynced) is scanned and CRC-checked; a torn or corrupt
+        tail is truncated at the last valid batch and later segments are dropped, all logged.
+        Segments with missing or damaged index files are rebuilt in any case.
+        ``log_start_offset`` and ``high_watermark`` come from the log dir's checkpoints; a
+        missing high watermark defaults to the log end offset.
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        directory.mkdir(parents=True, exist_ok=True)
+        segments = cls._load_segments(directory, config, now)
+        if segments:
+            cls._recover_segments(directory, segments, recovery_point, clean_shutdown)
+        else:
+            segments = [cls._new_segment(directory, config, log_start_offset, now)]
+        for segment in segments[:-1]:
+            segment.seal()
+        plog = cls(
+            directory,
+            config,
+            segments,
+            LeaderEpochCache.load(directory / LEADER_EPOCH_CHECKPOINT),
+            log_start_offset=max(log_start_offset, segments[0].base_offset),
+            recovery_point=recovery_point,
+            now_ms=now,
+        )
+        if plog._log_start_offset > plog.log_end_offset:
+            plog.truncate_fully_and_start_at(plog._log_start_offset, now)
+        leo = plog.log_end_offset
+        plog._recovery_point = min(max(recovery_point, plog._log_start_offset), leo)
+        plog._epochs.truncate_from_end(leo)
+        plog._epochs.truncate_from_start(plog._log_start_offset)
+        plog.high_watermark = leo if high_watermark is None else high_watermark
+        try:
+            plog._topic_id = read_partition_metadata(directory)
+        except LogError as exc:
+            log.warning("%s; the topic id will be rewritten", exc)
+        return plog
+
+    @staticmethod
+    def _new_segment(directory: Path, config: LogConfig, base: int, now_ms: int) -> LogSegment:
+        jitter = config.segment_jitter_ms
+        return LogSegment.create(
+            directory,
+            base,
+            index_interval_bytes=config.index_interval_bytes,
+            segment_index_bytes=config.segment_index_bytes,
+            now_ms=now_ms,
+            roll_jitter_ms=random.randrange(min(jitter, config.segment_ms)) if jitter > 0 else 0,
+        )
+
+    @staticmethod
+    def _load_segments(directory: Path, config: LogConfig, now_ms: int) -> list[LogSegment]:
+        """Open every ``<base>.log``, after removing leftovers and orphaned index files."""
+        bases: list[int] = []
+        orphans: list[Path] = []
+        for path in directory.iterdir():
+            name = path.name
+            if name.endswith(_STALE_SUFFIXES):
+                log.info("removing leftover file %s", path)
+                path.unlink(missing_ok=True)
+            elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
+                bases.append(int(name[: -len(LOG_SUFFIX)]))
+            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                orphans.append(path)
+        for path in orphans:
+            if not path.with_suffix(LOG_SUFFIX).exists():
+                log.info("removing index file %s without a log file", path)
+                path.unlink(missing_ok=True)
+        return [
+            LogSegment.open(
+                directory,
+                base,
+                index_interval_bytes=config.index_interval_bytes,
+                segment_index_bytes=config.segment_index_bytes,
+                now_ms=now_ms,
+            )
+            for base in sorted(bases)
+        ]
+
+    @staticmethod
+    def _recover_segments(
+        directory: Path, segments: list[LogSegment], recovery_point: int, clean_shutdown: bool
+    ) -> None:
+        """Recover what needs it; drop every segment after one that had to be truncated."""
+        bases = [segment.base_offset for segment in segments]
+        first_unflushed = len(segments)
+        if not clean_shutdown:
+            first_unflushed = max(0, bisect_right(bases, recovery_point) - 1)
+        for i, segment in enumerate(segments):
+            if i < first_unflushed and segment.needs_recovery is None:
+                continue
+            reason = segment.needs_recovery or "unclean shutdown"
+            log.info("%s: recovering segment %d (%s)", directory.name, segment.base_offset, reason)
+            truncated = segment.recover()
+            if not truncated:
+                continue
+            log.warning(
+                "%s: truncated %d bytes of segment %d at offset %d: %s",
+                directory.name, truncated, segment.base_offset, segment.next_offset,
+                segment.recovery_problem,
+            )
+            for later in segments[i + 1 :]:
+                log.warning(
+                    "%s: deleting segment %d, which follows the corruption",
+                    directory.name, later.base_offset,
+                )
+                later.delete()
+            del segments[i + 1 :]
+            return
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record will get."""
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        """Set by the broker (single node: the log end offset after each append); clamped."""
+        self._high_watermark = min(max(value, self._log_start_offset), self.log_end_offset)
+
+    @property
+    def recovery_point(self) -> int:
+        """Offset below which all data is known to be fsynced."""
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def topic_id(self) -> uuid.UUID | None:
+        return self._topic_id
+
+    def set_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the topic id in ``partition.metadata`` (written only when it changes)."""
+        if topic_id != self._topic_id:
+            write_partition_metadata(self.directory, topic_id)
+            self._topic_id = topic_id
+
+    @property
+    def leader_epochs(self) -> list[tuple[int, int]]:
+        """(epoch, start offset) pairs from the leader-epoch cache."""
+        return self._epochs.entries
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs.latest_epoch
+
+    def update_config(self, config: LogConfig) -> None:
+        """Swap the config; it applies to future appends, rolls and retention runs."""
+        self.config = config
+        self.active_segment.index_interval_bytes = config.index_interval_bytes
+
+    # -- append ---------------------------------------------------------------------------
+
+    def append(
+        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """Validate, assign offsets to and append a produce request's record batches.
+
+        One copy (the bytearray patched with offsets, and with the timestamp and CRC under
+        LogAppendTime), one ``os.write``. Raises CorruptRecordError, InvalidRecordError,
+        RecordTooLargeError (a batch over ``max.message.bytes``) or RecordListTooLargeError
+        (more than a whole segment) without writing anything.
+        """
+        headers = parse_batches(records)
+        if not headers:
+            raise InvalidRecordError("the produce request carries no record batch")
+        config = self.config
+        for header in headers:
+            if header.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"record batch of {header.size} bytes exceeds max.message.bytes "
+                    f"({config.max_message_bytes})"
+                )
+        if len(records) > config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{len(records)} bytes of records exceed segment.bytes ({config.segment_bytes})"
+            )
+        buf = bytearray(records)
+        append_time = now_ms if config.log_append_time else None
+        base_offset = self.log_end_offset
+        last_offset = assign_offsets(buf, headers, base_offset, leader_epoch, append_time)
+        max_timestamp = max(header.max_timestamp for header in headers)
+        segment = self._maybe_roll(len(buf), last_offset, max_timestamp, now_ms)
+        segment.append(buf, headers)
+        self._epochs.assign(leader_epoch, base_offset)
+        count = last_offset - base_offset + 1
+        self._unflushed_messages += count
+        if self._unflushed_messages >= config.flush_interval_messages:
+            self.flush(now_ms)
+        return AppendResult(
+            base_offset,
+            last_offset,
+            -1 if append_time is None else append_time,
+            self._log_start_offset,
+            count,
+        )
+
+    def _maybe_roll(
+        self, size: int, last_offset: int, max_timestamp: int, now_ms: int
+    ) -> LogSegment:
+        """Roll before an append that would overfill the segment, age it past segment.ms
+        (see LogSegment.time_waited_for_roll), overflow an index, or not fit its int32
+        relative offsets. An empty segment never rolls.
+        """
+        segment = self._segments[-1]
+        if segment.size == 0:
+            return segment
+        config = self.config
+        age = segment.time_waited_for_roll(now_ms, max_timestamp)
+        if (
+            segment.size + size > config.segment_bytes
+            or age > config.segment_ms - segment.roll_jitter_ms
+            or segment.is_full
+            or not segment.can_hold(last_offset)
+        ):
+            return self.roll(now_ms)
+        return segment
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty).
+
+        The old segment is not fsynced here, keeping the append path free of disk waits; it
+        stays above the recovery point until the next flush, so a crash makes recovery check it.
+        """
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        now = _now_ms() if now_ms is None else now_ms
+        segment = self._new_segment(self.directory, self.config, self.log_end_offset, now)
+        active.seal()
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._dir_dirty = True
+        return segment
+
+    # -- flush ----------------------------------------------------------------------------
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment above the recovery point (and the directory if it changed),
+        then move the recovery point to the log end offset."""
+        leo = self.log_end_offset
+        first = max(0, bisect_right(self._bases, self._recovery_point) - 1)
+        for segment in self._segments[first:]:
+            segment.flush()
+        if self._dir_dirty:
+            fsync_dir(self.directory)
+            self._dir_dirty = False
+        self._recovery_point = leo
+        self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms() if now_ms is None else now_ms
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush and data is unflushed."""
+        interval = self.config.flush_interval_ms
+        if interval is None or interval >= LONG_MAX:
+            return False
+        if self._recovery_point >= self.log_end_offset or now_ms - self._last_flush_ms < interval:
+            return False
+        self.flush(now_ms)
+        return True
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _check_offset(self, offset: int) -> None:
+        if offset < self._log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self._log_start_offset}, {self.log_end_offset}] "
+                f"of {self.topic}-{self.partition}"
+            )
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one_batch: bool = True,
+        max_offset: int | None = None,
+    ) -> FileSlice | None:
+        """Whole batches from the one holding ``offset``, for a fetch.
+
+        The first batch may start before ``offset`` (clients skip the records before it, as
+        with Kafka). At most ``max_bytes`` are returned, except that with ``min_one_batch``
+        the first batch comes whole even if larger (KIP-74). Batches that are not entirely
+        below ``max_offset`` (the high watermark) are left out. An offset in a gap at the end
+        of a segment continues in the next one. None: nothing to return (offset at the log
+        end or at/above ``max_offset``, or the first batch too big without ``min_one_batch``).
+        Raises OffsetOutOfRangeError outside ``[log_start_offset, log_end_offset]``.
+        """
+        self._check_offset(offset)
+        if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
+            return None
+        for segment in self._segments[self._segment_index(offset) :]:
+            first = segment.find_batch(offset)
+            if first is not None:
+                return segment.slice_from(first, max_bytes, min_one_batch, max_offset)
+        return None
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) for ListOffsets by time, or None if no batch is that recent.
+
+        Kafka answers with the first *record* whose timestamp is >= the target. Records are
+        never decoded here, so this answers with the first *batch* whose maxTimestamp is >=
+        the target: its base offset (or the log start offset if larger) and its maxTimestamp.
+        The offset can therefore be a few records early, which makes a consumer that seeks
+        there re-read a little rather than miss anything.
+        """
+        start = self._log_start_offset
+        for segment in self._segments:
+            if segment.next_offset <= start or segment.max_timestamp < timestamp_ms:
+                continue
+            header = segment.find_offset_by_timestamp(timestamp_ms, start)
+            if header is not None:
+                return max(header.base_offset, start), header.max_timestamp
+        return None
+
+    def max_timestamp_entry(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the largest timestamp in the log, for ListOffsets -3.
+
+        The offset is the base offset of the earliest batch carrying that timestamp; see
+        :meth:`offset_for_timestamp` for why not the record's own offset. Batches below the
+        log start offset do not count.
+        """
+        start = self._log_start_offset
+        best: tuple[int, int] | None = None  # (timestamp, base offset)
+        for segment in self._segments:
+            if segment.next_offset <= start or segment.max_timestamp < 0:
+                continue
+            if best is not None and segment.max_timestamp <= best[0]:
+                continue
+            if segment.offset_of_max_timestamp >= start:
+                header = segment.find_batch(segment.offset_of_max_timestamp)
+            else:  # the segment's maximum was deleted by DeleteRecords: look at the rest
+                header = segment.max_timestamp_batch(start)
+            if header is not None and header.max_timestamp > (-1 if best is None else best[0]):
+                best = header.max_timestamp, max(header.base_offset, start)
+        return None if best is None else (best[1], best[0])
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when the epoch is unknown."""
+        return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # -- deletion of old data ---------------------------------------------------------------
+
+    def _delete_oldest(self, deletable: Callable[[LogSegment, LogSegment], bool]) -> int:
+        """Delete leading non-active segments while ``deletable(segment, next_segment)``."""
+        count = 0
+        while len(self._segments) > 1 and deletable(self._segments[0], self._segments[1]):
+            segment = self._segments.pop(0)
+            self._bases.pop(0)
+            segment.delete()
+            count += 1
+        if count:
+            self._dir_dirty = True
+            self._advance_log_start(self._segments[0].base_offset)
+        return count
+
+    def _advance_log_start(self, offset: int) -> None:
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._epochs.truncate_from_start(offset)
+            self._high_watermark = max(self._high_watermark, offset)
+            self._recovery_point = max(self._recovery_point, offset)
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Apply ``retention.ms`` and ``retention.bytes``; return the number of segments deleted.
+
+        Only whole, non-active segments go, oldest first: by time when the segment's largest
+        timestamp is older than retention.ms, by size while the log stays at or above
+        retention.bytes without the segment. Segments entirely below the log start offset
+        (after DeleteRecords) go too. The active segment is never deleted, so the newest data
+        outlives retention until the segment rolls.
+        """
+        config = self.config
+        if not config.deletes:
+            return 0
+        deleted = self._delete_oldest(lambda _seg, nxt: nxt.base_offset <= self._log_start_offset)
+        if config.retention_ms >= 0:
+            retention_ms = config.retention_ms
+            deleted += self._delete_oldest(
+                lambda seg, _nxt: now_ms - seg.largest_timestamp() > retention_ms
+            )
+        if config.retention_bytes >= 0:
+            excess = self.size_bytes - config.retention_bytes
+
+            def over_size(segment: LogSegment, _next: LogSegment) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_oldest(over_size)
+        return deleted
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start offset; return the new log start.
+
+        -1 means the high watermark, as in the DeleteRecords API. Whole segments below the
+        new start are deleted now; the rest of the data below it stays on disk but is no
+        longer readable. Raises OffsetOutOfRangeError above the high watermark.
+        """
+        if offset == -1:
+            offset = self._high_watermark
+        if offset < 0 or offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: outside [0, high watermark "
+                f"{self._high_watermark}] of {self.topic}-{self.partition}"
+            )
+        self._advance_log_start(offset)
+        self._delete_oldest(lambda _seg, nxt: nxt.base_offset <= self._log_start_offset)
+        return self._log_start_offset
+
+    # -- truncation -----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove everything at and after ``offset`` (whole batches); return bytes removed.
+
+        For replication (a follower dropping a divergent tail). Below the log start offset
+        the log is emptied and restarted at ``offset``.
+        """
+        if offset >= self.log_end_offset:
+            return 0
+        if offset < self._log_start_offset:
+            removed = self.size_bytes
+            self.truncate_fully_and_start_at(offset)
+            return removed
+        removed = 0
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            segment = self._segments.pop()
+            self._bases.pop()
+            removed += segment.size
+            segment.delete()
+        removed += self._segments[-1].truncate_to(offset)
+        self._dir_dirty = True
+        self._after_truncation()
+        return removed
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        """Delete every segment and continue empty at ``offset`` (a follower out of range)."""
+        for segment in self._segments:
+            segment.delete()
+        now = _now_ms() if now_ms is None else now_ms
+        self._segments = [self._new_segment(self.directory, self.config, offset, now)]
+        self._bases = [offset]
+        self._log_start_offset = offset
+        self._epochs.clear()
+        self._dir_dirty = True
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        self._high_watermark = min(self._high_watermark, leo)
+        self._recovery_point = min(self._recovery_point, leo)
+        self._epochs.truncate_from_end(leo)
+
+    # -- end of life ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and release all descriptors (slices already handed out stay readable)."""
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Remove the partition: rename the directory to ``*-delete`` as Kafka does, then rm.
+
+        The rename is atomic, so a crash mid-removal leaves a ``-delete`` directory that the
+        next start deletes instead of a half-removed partition that would load.
+        """
+        for segment in self._segments:
+            segment.close()
+        target = self.directory.with_name(delete_dir_name(self.topic, self.partition))
+        os.rename(self.directory, target)
+        fsync_dir(target.parent)
+        shutil.rmtree(target, ignore_errors=True)
