@@ -1,0 +1,86 @@
+"""Shared pytest fixtures: a real broker subprocess, per-test brokers, unique names.
+
+- ``broker`` (session): one broker for most integration tests. Set
+  ``MOLDAU_TEST_BOOTSTRAP=host:port`` to run the tests against a broker you started
+  yourself instead (then only ``.bootstrap``, ``.host`` and ``.port`` exist on it).
+- ``make_broker`` (function): ``make_broker(*overrides, config_file=None, env=None,
+  port=None, start=True)`` gives a fresh broker with its own data directory, for
+  restarts, kill -9 and special configs; all are stopped at the end of the test.
+- ``topic_name``: a topic name unique to the test; ``kcat``: path of the kcat binary.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import BrokerProcess, ExternalBroker, unique_topic_name
+
+# Test brokers answer group joins at once and run retention often, so tests stay short.
+TEST_BROKER_OVERRIDES = (
+    "group.initial.rebalance.delay.ms=0",
+    "log.retention.check.interval.ms=1000",
+)
+
+MakeBroker = Callable[..., BrokerProcess]
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess | ExternalBroker]:
+    """The shared broker; its logs are in the session's ``broker0`` tmp directory."""
+    external = os.environ.get("MOLDAU_TEST_BOOTSTRAP")
+    if external:
+        yield ExternalBroker.parse(external)
+        return
+    process = BrokerProcess(
+        tmp_path_factory.mktemp("broker"), overrides=TEST_BROKER_OVERRIDES
+    ).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def make_broker(tmp_path: Path) -> Iterator[MakeBroker]:
+    """Factory for brokers owned by one test."""
+    created: list[BrokerProcess] = []
+
+    def factory(
+        *overrides: str,
+        config_file: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        port: int | None = None,
+        start: bool = True,
+    ) -> BrokerProcess:
+        process = BrokerProcess(
+            tmp_path / f"broker-{len(created)}",
+            port=port,
+            overrides=(*TEST_BROKER_OVERRIDES, *overrides),
+            config_file=config_file,
+            env=env,
+        )
+        created.append(process)
+        return process.start() if start else process
+
+    yield factory
+    for process in created:
+        process.stop()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    return unique_topic_name(request.node.name)
+
+
+@pytest.fixture(scope="session")
+def kcat() -> str:
+    """Path of Debian's kcat; its absence is a broken test machine, not a reason to skip."""
+    path = shutil.which("kcat") or shutil.which("kafkacat")
+    if path is None:
+        pytest.fail("kcat is not installed: `make test` installs it (apt-get install kcat)")
+    return path
