@@ -28,6 +28,21 @@ TEST_BROKER_OVERRIDES = (
 
 MakeBroker = Callable[..., BrokerProcess]
 
+# Tests are marked by the folder they live in, so `pytest -m "not integration"` runs the
+# fast unit tests alone without every module repeating a pytestmark line.
+_FOLDER_MARKS = ("integration", "faults", "spark")
+_TESTS_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(_TESTS_DIR).parts[0]
+        except ValueError:
+            continue
+        if folder in _FOLDER_MARKS:
+            item.add_marker(getattr(pytest.mark, folder))
+
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess | ExternalBroker]:

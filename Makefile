@@ -1,0 +1,59 @@
+# moldau developer entry points. `make run` starts a broker, `make test` runs every test.
+# Installs are remembered with stamp files in .venv, redone when pyproject.toml changes.
+
+PYTHON ?= python3
+PORT ?= 9092
+DATA ?= ./data
+VENV := .venv
+BIN := $(VENV)/bin
+RUN_STAMP := $(VENV)/.stamp-run
+TEST_STAMP := $(VENV)/.stamp-test
+# Debian packages the tests call (kcat is a real-world client the tests drive).
+APT_PACKAGES ?= kcat
+
+.PHONY: run test lint bench apt-deps clean-venv
+
+run: $(RUN_STAMP)
+	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA)
+
+test: $(TEST_STAMP) apt-deps
+	@# pytest exits 5 when it collects no test: an empty suite is not a failure here.
+	$(BIN)/pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+bench: $(RUN_STAMP)
+	@echo "Benchmarks live in bench/ (throughput and latency, printed as JSON); see bench/ for how to run them."
+
+# The venv: Debian's python3 needs python3-venv for ensurepip; install it when we can.
+$(BIN)/python:
+	@if ! $(PYTHON) -c "import ensurepip, venv" >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update && apt-get install -y python3-venv; \
+	  else echo "hint: $(PYTHON) cannot create virtualenvs; install python3-venv (sudo apt-get install python3-venv)" >&2; exit 1; fi; \
+	fi
+	$(PYTHON) -m venv $(VENV)
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e ".[test,dev]"
+	touch $@ $(RUN_STAMP)
+
+# Install missing Debian packages when root; otherwise only say what is missing.
+apt-deps:
+	@missing=""; for pkg in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update && apt-get install -y $$missing; \
+	  else echo "hint: tests need:$$missing (sudo apt-get install$$missing)" >&2; fi; \
+	fi
+
+clean-venv:
+	rm -rf $(VENV)
