@@ -157,30 +157,50 @@ def produce(
     }))
     _check_topic(producer, conn, topic, partition)
     report = DeliveryReport()
-    sent = 0
     separator = None if key_separator is None else key_separator.encode()
     stream: IO[bytes] = path.open("rb") if path else sys.stdin.buffer
+    extra: dict[str, Any] = {}
+    if partition is not None:
+        extra["partition"] = partition
+    if header_pairs:
+        extra["headers"] = header_pairs
+    flush_timeout = delivery_timeout_ms / 1000 + conn.timeout
     try:
-        with stream, _progress(path) as progress:
-            task = None
-            if progress is not None and path is not None:
-                task = progress.add_task(path.name, total=path.stat().st_size, records=0)
-            for number, key, value, size in split_lines(stream, separator):
-                record: dict[str, Any] = {"value": value, "on_delivery": report.callback(number)}
-                if key is not None:
-                    record["key"] = key
-                if partition is not None:
-                    record["partition"] = partition
-                if header_pairs:
-                    record["headers"] = header_pairs
-                _produce_one(producer, topic, record)
-                sent += 1
-                if progress is not None and task is not None:
-                    progress.update(task, advance=size, records=sent)
-    finally:
-        undelivered = producer.flush(delivery_timeout_ms / 1000 + conn.timeout)
-        click.echo(f"Produced {report.delivered} records to {topic}", err=True)
+        sent = _send_lines(producer, topic, stream, path, separator, extra, report)
+    except (CliError, KeyboardInterrupt) as exc:
+        # Records handed over before the problem still count: deliver them, then say so.
+        producer.flush(flush_timeout)
+        reason = exc.message if isinstance(exc, CliError) else "interrupted"
+        raise CliError(f"{reason} ({report.delivered} records produced before that)") from None
+    undelivered = producer.flush(flush_timeout)
     if report.failed or undelivered:
         missing = report.failed + undelivered
         reason = report.first_error or "no acknowledgement in time"
         raise CliError(f"{missing} of {sent} records were not delivered to {topic}: {reason}")
+    click.echo(f"Produced {report.delivered} records to {topic}", err=True)
+
+
+def _send_lines(
+    producer: Producer,
+    topic: str,
+    stream: IO[bytes],
+    path: Path | None,
+    separator: bytes | None,
+    extra: dict[str, Any],
+    report: DeliveryReport,
+) -> int:
+    """Produce every line of ``stream``; returns how many records were handed over."""
+    sent = 0
+    with stream, _progress(path) as progress:
+        task = None
+        if progress is not None and path is not None:
+            task = progress.add_task(path.name, total=path.stat().st_size, records=0)
+        for number, key, value, size in split_lines(stream, separator):
+            record: dict[str, Any] = {"value": value, "on_delivery": report.callback(number)}
+            if key is not None:
+                record["key"] = key
+            _produce_one(producer, topic, {**record, **extra})
+            sent += 1
+            if progress is not None and task is not None:
+                progress.update(task, advance=size, records=sent)
+    return sent
