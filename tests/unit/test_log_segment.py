@@ -89,7 +89,7 @@ def test_read_slice_rules(tmp_path: Path) -> None:
     sl = seg.read_slice(0, 10_000, max_offset=9)
     assert sl is not None and sl.size == size * 3
     assert seg.read_slice(0, 10_000, max_offset=8) is not None
-    assert seg.read_slice(0, 10_000, max_offset=8).size == size * 2  # type: ignore[union-attr]
+    assert seg.read_slice(0, 10_000, max_offset=8).size == size * 2
     assert seg.read_slice(9, 10_000, max_offset=9) is None
     assert seg.read_slice(30, 10_000) is None
 

@@ -565,6 +565,12 @@ class PartitionLog:
             segment.delete()
         removed += self._segments[-1].truncate_to(offset)
         self._dir_dirty = True
+        if self.log_end_offset < self._log_start_offset:
+            # The batch holding the log start went (a target inside it): nothing readable is
+            # left, so continue empty at the log start rather than below it.
+            removed += self.size_bytes
+            self.truncate_fully_and_start_at(self._log_start_offset)
+            return removed
         self._after_truncation()
         return removed
 
