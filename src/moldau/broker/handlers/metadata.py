@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 from ...protocol.codec import build
 from ..broker import RequestContext
 from ..errors import ApiError
-from ..topic_names import INTERNAL_TOPICS
+from ..topic_names import INTERNAL_TOPICS, validate_topic_name
 from .api_versions import NO_THROTTLE
 
 
@@ -85,6 +85,10 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                 continue
             try:
                 exists = broker.metadata.topic(name) is not None
+                if not exists:
+                    # Kafka names an illegal topic INVALID_TOPIC_EXCEPTION whether or not it
+                    # may auto-create it, rather than UNKNOWN_TOPIC_OR_PARTITION.
+                    validate_topic_name(name)
                 if not exists and allow_create:
                     exists = broker.ensure_topic(name) is not None
             except ApiError as exc:
