@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import crc32c
 import pytest
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0Request
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -29,7 +30,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 
 from tests.helpers import BrokerProcess
 
-from .batches import Record, build_batch, corrupt_crc, parse_batches
+from .batches import CRC_OFFSET, Record, build_batch, corrupt_crc, parse_batches
 from .clients import unique
 from .wire import WireClient, encode_body, frame, request_header
 
@@ -45,6 +46,8 @@ MESSAGE_TOO_LARGE = 10
 INVALID_TOPIC_EXCEPTION = 17
 UNSUPPORTED_VERSION = 35
 INVALID_CONFIG = 40
+INVALID_RECORD = 87
+UNKNOWN_SERVER_ERROR = -1
 
 INVALID_NAMES = ["bad/name", "x" * 250, "..", ".", "with space", "ümlaut"]
 
@@ -301,6 +304,65 @@ def test_bad_crc_is_corrupt_message(strict_broker, healthy, survivor):
         code, base = produce_error(c.request(produce(survivor.name, good)))
     assert (code, base) == (NONE, len(survivor.values))
     survivor.values.extend([b"crc-a", b"crc-b"])
+
+
+def _with_attributes(batch: bytes, attributes: int) -> bytes:
+    """The batch with new attributes and a CRC that matches them (only the meaning is bad)."""
+    raw = bytearray(batch)
+    struct.pack_into(">h", raw, 21, attributes)
+    struct.pack_into(">I", raw, CRC_OFFSET, crc32c.crc32c(bytes(raw[CRC_OFFSET + 4 :])))
+    return bytes(raw)
+
+
+def _kafka_rejects(name: str, reason: str) -> object:
+    known_bug = pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
+    return pytest.param(name, marks=known_bug, id=name)
+
+
+@pytest.mark.parametrize("case", [
+    _kafka_rejects("control-batch", "broker bug: accepts a control batch from a client; Kafka "
+                   "answers INVALID_RECORD ('Clients are not allowed to write control records')"),
+    _kafka_rejects("producer-id-without-sequence", "broker bug: accepts producerId >= 0 with "
+                   "baseSequence -1; Kafka answers INVALID_RECORD ('Invalid sequence number')"),
+    _kafka_rejects("two-batches", "broker bug: accepts two batches in one partition's records; "
+                   "Kafka (Produce v3+) answers INVALID_RECORD ('exactly one record batch')"),
+    _kafka_rejects("unknown-codec", "broker bug: stores a batch with compression id 7, which "
+                   "no consumer can read; Kafka refuses it ('Unknown compression type id')"),
+    pytest.param("lying-record-count", id="lying-record-count"),
+    pytest.param("magic-1", id="magic-1"),
+])
+def test_batches_kafka_rejects(strict_broker, healthy, case):
+    """CRC-valid batches whose content Kafka's LogValidator refuses: nothing may be stored."""
+    topic = unique("rejects")
+    good = values_batch([b"r1", b"r2"])
+    bad = {
+        "control-batch": lambda: _with_attributes(good, 0x20),
+        "producer-id-without-sequence": lambda: build_batch(
+            [Record(None, b"p")], base_timestamp=_now_ms(), producer_id=4242, producer_epoch=0,
+            base_sequence=-1),
+        "two-batches": lambda: good + values_batch([b"r3"]),
+        "unknown-codec": lambda: _with_attributes(good, 0x07),
+        "lying-record-count": lambda: _recount(good, 5),
+        "magic-1": lambda: good[:16] + b"\x01" + good[17:],
+    }[case]()
+    with WireClient.to(strict_broker.bootstrap) as c:
+        assert int(c.request(create_topics(topic)).topics[0].error_code) == NONE
+        code, _ = produce_error(c.request(produce(topic, bad)))
+        expected = {CORRUPT_MESSAGE, INVALID_RECORD}
+        if case == "unknown-codec":
+            expected.add(UNKNOWN_SERVER_ERROR)  # Kafka's IllegalArgumentException
+        assert code in expected
+        part = c.request(fetch(topic, 0)).responses[0].partitions[0]
+        assert int(part.high_watermark) == 0, "a rejected batch was stored"
+        code, base = produce_error(c.request(produce(topic, good)))
+    assert (code, base) == (NONE, 0)
+
+
+def _recount(batch: bytes, count: int) -> bytes:
+    raw = bytearray(batch)
+    struct.pack_into(">i", raw, 57, count)
+    struct.pack_into(">I", raw, CRC_OFFSET, crc32c.crc32c(bytes(raw[CRC_OFFSET + 4 :])))
+    return bytes(raw)
 
 
 def test_batch_over_max_message_bytes(strict_broker, healthy):
