@@ -2,7 +2,8 @@
 broker goes on serving everyone else without losing a record it acknowledged.
 
 Real clients never send these requests, so they are written by hand: headers with ``struct``,
-bodies with kio, record batches with :mod:`tests.integration.batches`.
+bodies with kio, record batches with :mod:`tests.unit.batchgen` (written from the format
+description, independent of the broker's own batch code).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from tests.helpers import BrokerProcess
+from tests.unit.batchgen import Record, build_batch, decode_batches
 
-from .batches import CRC_OFFSET, Record, build_batch, corrupt_crc, parse_batches
 from .clients import unique
 from .wire import WireClient, encode_body, frame, request_header
 
@@ -48,6 +49,8 @@ UNSUPPORTED_VERSION = 35
 INVALID_CONFIG = 40
 INVALID_RECORD = 87
 UNKNOWN_SERVER_ERROR = -1
+
+CRC_OFFSET = 17  # of the CRC32C field in a v2 batch; it covers everything after itself
 
 INVALID_NAMES = ["bad/name", "x" * 250, "..", ".", "with space", "ümlaut"]
 
@@ -110,8 +113,22 @@ def create_topics(name: str, partitions: int = 1,
 
 
 def values_batch(values: list[bytes]) -> bytes:
-    return build_batch([Record(key=None, value=v, timestamp_delta=i)
-                        for i, v in enumerate(values)], base_timestamp=_now_ms())
+    now = _now_ms()
+    return build_batch([Record(key=None, value=v, timestamp=now + i)
+                        for i, v in enumerate(values)])
+
+
+def reseal(raw: bytearray) -> bytes:
+    """Recompute the CRC32C after editing a batch, so only the meaning of the edit is bad."""
+    struct.pack_into(">I", raw, CRC_OFFSET, crc32c.crc32c(bytes(raw[CRC_OFFSET + 4 :])))
+    return bytes(raw)
+
+
+def corrupt_crc(batch: bytes) -> bytes:
+    """The same batch with its last payload byte flipped: the stored CRC no longer matches."""
+    raw = bytearray(batch)
+    raw[-1] ^= 0xFF
+    return bytes(raw)
 
 
 def produce_error(resp) -> tuple[int, int]:
@@ -163,7 +180,7 @@ def read_values(bootstrap: str, topic: str) -> list[bytes | None]:
         resp = wire.request(fetch(topic, 0))
     part = resp.responses[0].partitions[0]
     assert int(part.error_code) == NONE
-    return [r.value for b in parse_batches(bytes(part.records or b"")) for r in b.records]
+    return [r.value for b in decode_batches(bytes(part.records or b"")) for r in b.records]
 
 
 @pytest.fixture
@@ -307,11 +324,9 @@ def test_bad_crc_is_corrupt_message(strict_broker, healthy, survivor):
 
 
 def _with_attributes(batch: bytes, attributes: int) -> bytes:
-    """The batch with new attributes and a CRC that matches them (only the meaning is bad)."""
     raw = bytearray(batch)
     struct.pack_into(">h", raw, 21, attributes)
-    struct.pack_into(">I", raw, CRC_OFFSET, crc32c.crc32c(bytes(raw[CRC_OFFSET + 4 :])))
-    return bytes(raw)
+    return reseal(raw)
 
 
 def _kafka_rejects(name: str, reason: str) -> object:
@@ -336,9 +351,9 @@ def test_batches_kafka_rejects(strict_broker, healthy, case):
     topic = unique("rejects")
     good = values_batch([b"r1", b"r2"])
     bad = {
-        "control-batch": lambda: _with_attributes(good, 0x20),
+        "control-batch": lambda: build_batch([Record(None, b"c", _now_ms())], control=True),
         "producer-id-without-sequence": lambda: build_batch(
-            [Record(None, b"p")], base_timestamp=_now_ms(), producer_id=4242, producer_epoch=0,
+            [Record(None, b"p", _now_ms())], producer_id=4242, producer_epoch=0,
             base_sequence=-1),
         "two-batches": lambda: good + values_batch([b"r3"]),
         "unknown-codec": lambda: _with_attributes(good, 0x07),
@@ -361,8 +376,7 @@ def test_batches_kafka_rejects(strict_broker, healthy, case):
 def _recount(batch: bytes, count: int) -> bytes:
     raw = bytearray(batch)
     struct.pack_into(">i", raw, 57, count)
-    struct.pack_into(">I", raw, CRC_OFFSET, crc32c.crc32c(bytes(raw[CRC_OFFSET + 4 :])))
-    return bytes(raw)
+    return reseal(raw)
 
 
 def test_batch_over_max_message_bytes(strict_broker, healthy):

@@ -16,7 +16,8 @@ from confluent_kafka import (
 )
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
-from .batches import parse_batches
+from tests.unit.batchgen import HEADER
+
 from .clients import (
     assert_no_more,
     consume,
@@ -297,12 +298,18 @@ def test_idempotent_producer(broker, topic_name):
         ))
     data = resp.responses[0].partitions[0]
     assert data.error_code == 0
-    batches = parse_batches(bytes(data.records), decode_records=False)
-    assert batches
-    assert all(b.producer_id >= 0 and b.producer_epoch >= 0 for b in batches)
-    assert len({b.producer_id for b in batches}) == 1
-    assert batches[0].base_sequence == 0
-    assert [b.base_sequence for b in batches] == [b.base_offset for b in batches]
+    raw = bytes(data.records)
+    headers = []  # (base offset, producer id, producer epoch, base sequence)
+    pos = 0
+    while pos + HEADER.size <= len(raw):
+        fields = HEADER.unpack_from(raw, pos)
+        headers.append((fields[0], fields[9], fields[10], fields[11]))
+        pos += 12 + fields[1]
+    assert headers
+    assert all(pid >= 0 and epoch >= 0 for _, pid, epoch, _ in headers)
+    assert len({pid for _, pid, _, _ in headers}) == 1
+    assert [seq for _, _, _, seq in headers] == [base for base, _, _, _ in headers]
+    assert headers[0][3] == 0
 
 
 def _ms(ms: int) -> datetime.timedelta:
