@@ -38,6 +38,35 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: Prefix of the cluster-wide dynamic defaults (broker resource "") in the metadata store's one
+#: flat dict of broker configs; the name is ZooKeeper's entity name for the defaults in Kafka.
+DEFAULT_SCOPE = "<default>/"
+
+
+def encode_dynamic_configs(config: BrokerConfig) -> dict[str, str]:
+    """Both dynamic layers of ``config`` as one flat dict for the metadata store."""
+    encoded = {DEFAULT_SCOPE + k: v for k, v in config.dynamic_default_configs.items()}
+    encoded.update(config.dynamic_broker_configs)
+    return encoded
+
+
+def restore_dynamic_configs(config: BrokerConfig, stored: dict[str, str]) -> BrokerConfig:
+    """``config`` with the persisted dynamic layers applied, as Kafka does at start-up.
+
+    A persisted value that no longer validates is logged and the static config is kept, so a
+    bad dynamic value can never stop the broker from starting (it can then be fixed online).
+    """
+    if not stored:
+        return config
+    default = {k[len(DEFAULT_SCOPE):]: v for k, v in stored.items() if k.startswith(DEFAULT_SCOPE)}
+    own = {k: v for k, v in stored.items() if not k.startswith(DEFAULT_SCOPE)}
+    try:
+        return config.with_dynamic(default, cluster_default=True).with_dynamic(own)
+    except ConfigError as exc:
+        log.error("ignoring the stored dynamic broker configs: %s", exc)
+        return config
+
+
 class RequestContext:
     """What a handler needs besides the request: the broker, the header, the response classes."""
 
@@ -63,6 +92,7 @@ class Broker:
         self.node_id: int = config.node_id
         log_dirs = config.log_dirs
         self.metadata = LocalMetadataStore(log_dirs[0])
+        self.config = restore_dynamic_configs(config, self.metadata.broker_configs())
         self.logs = LogManager(log_dirs, cluster_id=self.metadata.cluster_id,
                                node_id=self.node_id)
         self.purgatory = FetchPurgatory()
@@ -89,6 +119,15 @@ class Broker:
             if topic is None or plog.partition >= topic.partitions:
                 log.warning("deleting %s-%d: not in the metadata", plog.topic, plog.partition)
                 self.logs.delete(plog.topic, plog.partition)
+
+    def reload_log_configs(self) -> None:
+        """Re-apply every topic's effective log config, after the broker config changed.
+
+        Topics without an override follow the broker's values (``log.retention.ms`` and so on),
+        so a dynamic broker config change must reach their open logs.
+        """
+        for topic in self.metadata.topics().values():
+            self.logs.update_config(topic.name, self.log_config(topic))
 
     def log_config(self, topic: TopicMetadata) -> Any:
         return to_log_config(effective_topic_config(self.config, topic.configs))

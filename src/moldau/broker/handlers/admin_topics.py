@@ -1,0 +1,265 @@
+"""CreateTopics, DeleteTopics, CreatePartitions: the topic lifecycle as admin clients drive it.
+
+The Broker methods do the work and raise :class:`ApiError` with Kafka's codes; this module
+checks what only the request can tell (duplicates within one request, replication factors and
+manual replica assignments, which must name only this node) and shapes the per-topic results.
+Each topic succeeds or fails on its own, as in Kafka: one bad topic never fails a whole request.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from ...protocol.codec import build
+from ..broker import Broker, RequestContext
+from ..errors import ApiError
+from ..topic_names import validate_topic_name
+from .api_versions import NO_THROTTLE
+from .configs import topic_config_entries
+
+UNSET = -1
+H = TypeVar("H", bound=Hashable)
+
+
+def _duplicates(keys: Iterable[H]) -> set[H]:
+    return {key for key, n in Counter(keys).items() if n > 1}
+
+
+def _check_assignment(broker: Broker, partition: int, replicas: Sequence[int]) -> None:
+    """A manual assignment on a single node can only put the one replica on this node."""
+    if not replicas:
+        raise ApiError(ErrorCode.invalid_replica_assignment,
+                       f"The manual partition assignment of partition {partition} includes an "
+                       "empty replica list.")
+    if len(set(replicas)) != len(replicas):
+        raise ApiError(ErrorCode.invalid_replica_assignment,
+                       f"The manual partition assignment of partition {partition} includes a "
+                       "broker more than once.")
+    for broker_id in replicas:
+        if broker_id != broker.node_id:
+            raise ApiError(ErrorCode.invalid_replica_assignment,
+                           f"The manual partition assignment includes broker {broker_id}, but "
+                           "no such broker is registered.")
+
+
+def _check_replication_factor(factor: int) -> None:
+    if factor == 0 or factor < UNSET:
+        raise ApiError(ErrorCode.invalid_replication_factor,
+                       "Replication factor must be larger than 0, or -1 to use the default value.")
+    if factor > 1:
+        raise ApiError(ErrorCode.invalid_replication_factor,
+                       f"Replication factor: {factor} larger than available brokers: 1.")
+
+
+def _partition_count(broker: Broker, topic: Any) -> int:
+    """How many partitions ``topic`` asks for, after checking its replicas (Kafka's rules)."""
+    if topic.assignments:
+        if topic.replication_factor != UNSET:
+            raise ApiError(ErrorCode.invalid_request,
+                           "A manual partition assignment was specified, but replication factor "
+                           "was not set to -1.")
+        if topic.num_partitions != UNSET:
+            raise ApiError(ErrorCode.invalid_request,
+                           "A manual partition assignment was specified, but numPartitions was "
+                           "not set to -1.")
+        indexes = sorted(a.partition_index for a in topic.assignments)
+        if indexes != list(range(len(indexes))):
+            raise ApiError(ErrorCode.invalid_replica_assignment,
+                           "partitions should be a consecutive 0-based integer sequence")
+        for a in topic.assignments:
+            _check_assignment(broker, a.partition_index, a.broker_ids)
+        return len(indexes)
+    factor = topic.replication_factor
+    _check_replication_factor(broker.config.default_replication_factor
+                              if factor == UNSET else factor)
+    if topic.num_partitions == 0 or topic.num_partitions < UNSET:
+        raise ApiError(ErrorCode.invalid_partitions,
+                       "Number of partitions was set to an invalid non-positive value.")
+    if topic.num_partitions == UNSET:
+        return int(broker.config.num_partitions)
+    return int(topic.num_partitions)
+
+
+def _topic_configs(topic: Any) -> dict[str, str | None]:
+    configs: dict[str, str | None] = {}
+    for c in topic.configs:
+        if c.value is None:
+            raise ApiError(ErrorCode.invalid_config,
+                           f"Null value not supported for topic configs: {c.name}")
+        configs[c.name] = c.value
+    return configs
+
+
+def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+    m = ctx.resp
+    broker = ctx.broker
+    name = topic.name
+    validate_topic_name(name)
+    if broker.metadata.topic(name) is not None:
+        raise ApiError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+    partitions = _partition_count(broker, topic)
+    created = broker.create_topic(name, partitions, _topic_configs(topic),
+                                  validate_only=validate_only)
+    configs: tuple[Any, ...] = ()
+    if hasattr(m, "CreatableTopicConfigs"):  # v5+ return the resulting configs
+        configs = tuple(
+            build(m.CreatableTopicConfigs, name=e.name,
+                  value=None if e.is_sensitive else e.value, read_only=e.read_only,
+                  config_source=int(e.source), is_sensitive=e.is_sensitive)
+            for e in topic_config_entries(broker, created.configs)
+        )
+    return build(
+        m.CreatableTopicResult,
+        name=name,
+        # validate_only creates nothing, so there is no id to report.
+        topic_id=None if validate_only else created.topic_id,
+        error_code=ErrorCode.none,
+        error_message=None,
+        num_partitions=partitions,
+        replication_factor=1,
+        configs=configs,
+    )
+
+
+async def handle_create_topics(request: Any, ctx: RequestContext) -> Any:
+    m = ctx.resp
+    duplicates = _duplicates(t.name for t in request.topics)
+    results = []
+    reported: set[str] = set()
+    for topic in request.topics:
+        if topic.name in reported:
+            continue
+        if topic.name in duplicates:
+            # Kafka answers once per duplicated name and creates none of them.
+            reported.add(topic.name)
+            error: ApiError | None = ApiError(ErrorCode.invalid_request, "Duplicate topic name.")
+        else:
+            try:
+                results.append(_create_one(ctx, topic, request.validate_only))
+                continue
+            except ApiError as exc:
+                error = exc
+        assert error is not None
+        results.append(build(
+            m.CreatableTopicResult, name=topic.name, topic_id=None, error_code=error.code,
+            error_message=error.message, num_partitions=UNSET, replication_factor=UNSET,
+            configs=()))
+    return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+# -- DeleteTopics -------------------------------------------------------------------------------
+
+
+def _delete_result(m: Any, name: str | None, topic_id: uuid.UUID | None, code: ErrorCode,
+                   message: str | None = None) -> Any:
+    return build(m.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,
+                 error_message=message)
+
+
+def _delete_one(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> Any:
+    m = ctx.resp
+    broker = ctx.broker
+    if name is None and topic_id is None:
+        return _delete_result(m, None, None, ErrorCode.invalid_request,
+                              "Neither topic name nor id were specified.")
+    if name is not None and topic_id is not None:
+        return _delete_result(m, name, topic_id, ErrorCode.invalid_request,
+                              "You may not specify both topic name and topic id.")
+    if topic_id is not None:
+        found = broker.metadata.topic_by_id(topic_id)
+        if found is None:
+            return _delete_result(m, None, topic_id, ErrorCode.unknown_topic_id,
+                                  f"Topic id {topic_id} does not exist.")
+        name = found.name
+    assert name is not None
+    existing = broker.metadata.topic(name)
+    if existing is None:
+        return _delete_result(m, name, None, ErrorCode.unknown_topic_or_partition,
+                              f"Topic '{name}' does not exist.")
+    try:
+        broker.delete_topic(name)
+    except ApiError as exc:
+        return _delete_result(m, name, existing.topic_id, exc.code, exc.message)
+    return _delete_result(m, name, existing.topic_id, ErrorCode.none)
+
+
+async def handle_delete_topics(request: Any, ctx: RequestContext) -> Any:
+    """Delete topics by name (v1-5) or by name or id (v6).
+
+    As in Kafka, internal topics may be deleted through the API; only ``kafka-topics.sh``
+    refuses, on the client side.
+    """
+    m = ctx.resp
+    # v6 lists (name, id) pairs; earlier versions only names.
+    if hasattr(request, "topics"):
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results: list[Any] = []
+    if not ctx.broker.config.delete_topic_enable:
+        # Kafka signals a disabled deletion with INVALID_REQUEST to clients older than v3.
+        code = (ErrorCode.topic_deletion_disabled if ctx.version >= 3
+                else ErrorCode.invalid_request)
+        results = [_delete_result(m, name, topic_id, code, "Topic deletion is disabled.")
+                   for name, topic_id in wanted]
+        return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    # A topic named twice (by name, or by id) fails once and is not deleted, as in Kafka.
+    duplicates = _duplicates(wanted)
+    reported: set[tuple[str | None, uuid.UUID | None]] = set()
+    for name, topic_id in wanted:
+        if (name, topic_id) in duplicates:
+            if (name, topic_id) not in reported:
+                reported.add((name, topic_id))
+                what = "name" if topic_id is None else "id"
+                results.append(_delete_result(m, name, topic_id, ErrorCode.invalid_request,
+                                              f"Duplicate topic {what}."))
+            continue
+        results.append(_delete_one(ctx, name, topic_id))
+    return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+# -- CreatePartitions ---------------------------------------------------------------------------
+
+
+def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
+    broker = ctx.broker
+    existing = broker.metadata.topic(topic.name)
+    if existing is None:
+        raise ApiError(ErrorCode.unknown_topic_or_partition,
+                       f"Topic '{topic.name}' does not exist.")
+    if topic.assignments is not None and topic.count > existing.partitions:
+        new = topic.count - existing.partitions
+        if len(topic.assignments) != new:
+            raise ApiError(ErrorCode.invalid_replica_assignment,
+                           f"Increasing the number of partitions by {new} but "
+                           f"{len(topic.assignments)} assignments provided.")
+        for index, a in enumerate(topic.assignments, start=existing.partitions):
+            _check_assignment(broker, index, a.broker_ids)
+    broker.add_partitions(topic.name, topic.count, validate_only=validate_only)
+
+
+async def handle_create_partitions(request: Any, ctx: RequestContext) -> Any:
+    m = ctx.resp
+    duplicates = _duplicates(t.name for t in request.topics)
+    results = []
+    reported: set[str] = set()
+    for topic in request.topics:
+        if topic.name in reported:
+            continue
+        code, message = ErrorCode.none, None
+        if topic.name in duplicates:
+            reported.add(topic.name)
+            code, message = ErrorCode.invalid_request, "Duplicate topic name."
+        else:
+            try:
+                _grow(ctx, topic, request.validate_only)
+            except ApiError as exc:
+                code, message = exc.code, exc.message
+        results.append(build(m.CreatePartitionsTopicResult, name=topic.name, error_code=code,
+                             error_message=message))
+    return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

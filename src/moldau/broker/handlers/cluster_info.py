@@ -1,0 +1,99 @@
+"""DescribeLogDirs and DescribeCluster: where the data lives, and who is in the cluster.
+
+Admin tools use DescribeLogDirs to see how much disk each partition takes (``kafka-log-dirs``,
+cruise control, UIs) and DescribeCluster to find the brokers and the controller without
+fetching topic metadata. A single node is its own controller.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...protocol.codec import build
+from ..broker import RequestContext
+from .api_versions import NO_THROTTLE
+
+# DescribeCluster v1 endpoint types (KIP-919): a broker describes brokers, not controllers.
+ENDPOINT_BROKERS = 1
+# Without an authorizer, Kafka reports every operation the CLUSTER resource supports:
+# CREATE(5), ALTER(7), DESCRIBE(8), CLUSTER_ACTION(9), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11),
+# IDEMPOTENT_WRITE(12), as a bit field.
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def _requested(request: Any) -> dict[str, set[int]] | None:
+    """Partitions asked for per topic, or None for everything (a null topic list)."""
+    if request.topics is None:
+        return None
+    wanted: dict[str, set[int]] = defaultdict(set)
+    for t in request.topics:
+        wanted[t.topic].update(t.partitions)
+    return wanted
+
+
+def _dir_result(ctx: RequestContext, log_dir: Path, sizes: dict[tuple[str, int], int],
+                wanted: dict[str, set[int]] | None) -> Any:
+    m = ctx.resp
+    by_topic: dict[str, list[Any]] = defaultdict(list)
+    for (topic, partition), size in sizes.items():
+        if wanted is not None and partition not in wanted.get(topic, ()):
+            continue
+        # One replica, always in sync: no lag, and no ongoing move to a "future" dir.
+        by_topic[topic].append(build(
+            m.DescribeLogDirsPartition, partition_index=partition, partition_size=size,
+            offset_lag=0, is_future_key=False))
+    topics = tuple(
+        build(m.DescribeLogDirsTopic, name=name,
+              partitions=tuple(sorted(parts, key=lambda p: p.partition_index)))
+        for name, parts in sorted(by_topic.items())
+    )
+    try:
+        usage = shutil.disk_usage(log_dir)
+        total, usable = usage.total, usage.free
+    except OSError:
+        total = usable = -1
+    return build(m.DescribeLogDirsResult, error_code=ErrorCode.none,
+                 log_dir=str(log_dir.resolve()), topics=topics,
+                 total_bytes=total, usable_bytes=usable)
+
+
+async def handle_describe_log_dirs(request: Any, ctx: RequestContext) -> Any:
+    wanted = _requested(request)
+    results = tuple(_dir_result(ctx, d, sizes, wanted)
+                    for d, sizes in ctx.broker.logs.log_dir_sizes().items())
+    return build(ctx.resp.DescribeLogDirsResponse, throttle_time=NO_THROTTLE,
+                 error_code=ErrorCode.none, results=results)
+
+
+async def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
+    m = ctx.resp
+    broker = ctx.broker
+    endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKERS)
+    code, message = ErrorCode.none, None
+    brokers: tuple[Any, ...] = ()
+    if endpoint_type != ENDPOINT_BROKERS:
+        code = ErrorCode.unsupported_endpoint_type
+        message = "The target broker only supports DescribeCluster with endpoint type BROKERS"
+    else:
+        listener = broker.config.advertised_listeners[0]
+        brokers = (build(m.DescribeClusterBroker, broker_id=broker.node_id, host=listener.host,
+                         port=listener.port, rack=None),)
+    operations = (CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+                  else AUTHORIZED_OPERATIONS_OMITTED)
+    return build(
+        m.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=message,
+        endpoint_type=endpoint_type,
+        cluster_id=broker.metadata.cluster_id,
+        controller_id=broker.node_id,
+        brokers=brokers,
+        cluster_authorized_operations=operations,
+    )
