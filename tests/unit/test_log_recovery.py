@@ -158,3 +158,18 @@ def test_log_start_beyond_end_restarts_empty(tmp_path: Path) -> None:
     fill(directory, 3).close()
     again = PartitionLog.open(directory, CONFIG, 3, True, NOW, log_start_offset=50)
     assert (again.log_start_offset, again.log_end_offset, again.size_bytes) == (50, 50, 0)
+
+
+def test_bit_rot_in_flushed_segment_keeps_later_segments(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    fill(directory, 10).close()
+    first = directory / f"{0:020d}.log"
+    data = bytearray(first.read_bytes())
+    data[2 * BATCH + 70] ^= 0xFF  # batch at offset 2
+    first.write_bytes(bytes(data))
+    (directory / f"{0:020d}.index").unlink()  # forces a rebuild, hence a scan, of segment 0
+    again = PartitionLog.open(directory, CONFIG, 10, True, NOW)
+    assert [s.base_offset for s in again.segments] == [0, 4, 8]
+    assert again.log_end_offset == 10
+    sl = again.read(2, 1 << 20)  # the gap left by the cut is stepped over
+    assert sl is not None and decode_batches(sl.read())[0].base_offset == 4

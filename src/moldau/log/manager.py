@@ -101,8 +101,7 @@ class LogManager:
         """
         marker = log_dir / CLEAN_SHUTDOWN_MARKER
         clean = marker.exists()
-        if not clean:
-            log.info("%s: no clean shutdown marker, recovering unflushed segments", log_dir)
+        announced = clean
         recovery_points = read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = read_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT)
@@ -125,6 +124,9 @@ class LogManager:
             if tp in self._logs:
                 raise LogError(f"partition {tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and "
                                f"{log_dir}")
+            if not announced:
+                log.info("%s: no clean shutdown marker, recovering unflushed segments", log_dir)
+                announced = True
             self._logs[tp] = PartitionLog.open(
                 path,
                 self._config_for(tp[0]),

@@ -115,6 +115,8 @@ class PartitionLog:
         ``log_start_offset`` and ``high_watermark`` come from the log dir's checkpoints; a
         missing high watermark defaults to the log end offset.
         """
+        if parse_partition_dir(directory.name) is None:
+            raise LogError(f"{directory} is not named <topic>-<partition>")
         now = _now_ms() if now_ms is None else now_ms
         directory.mkdir(parents=True, exist_ok=True)
         segments = cls._load_segments(directory, config, now)
@@ -191,7 +193,13 @@ class PartitionLog:
     def _recover_segments(
         directory: Path, segments: list[LogSegment], recovery_point: int, clean_shutdown: bool
     ) -> None:
-        """Recover what needs it; drop every segment after one that had to be truncated."""
+        """Recover the unflushed segments (unclean shutdown) and any with damaged indexes.
+
+        Damage in the unflushed tail is a torn write: everything after it was written later
+        and is dropped with it, so later segments are deleted. Damage found below the
+        recovery point (only when an index had to be rebuilt) is bit rot in flushed data:
+        that segment is cut, but later segments stay, leaving a gap that reads step over.
+        """
         bases = [segment.base_offset for segment in segments]
         first_unflushed = len(segments)
         if not clean_shutdown:
@@ -209,6 +217,8 @@ class PartitionLog:
                 directory.name, truncated, segment.base_offset, segment.next_offset,
                 segment.recovery_problem,
             )
+            if i < first_unflushed:
+                continue
             for later in segments[i + 1 :]:
                 log.warning(
                     "%s: deleting segment %d, which follows the corruption",
@@ -422,10 +432,11 @@ class PartitionLog:
         self._check_offset(offset)
         if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
             return None
-        for segment in self._segments[self._segment_index(offset) :]:
-            first = segment.find_batch(offset)
+        segments = self._segments
+        for i in range(self._segment_index(offset), len(segments)):
+            first = segments[i].find_batch(offset)
             if first is not None:
-                return segment.slice_from(first, max_bytes, min_one_batch, max_offset)
+                return segments[i].slice_from(first, max_bytes, min_one_batch, max_offset)
         return None
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
