@@ -8,6 +8,7 @@ what the broker logged, run by run, across restarts.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -36,6 +37,17 @@ def port_accepts(port: int, host: str = HOST, timeout: float = 0.5) -> bool:
             return True
     except OSError:
         return False
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGKILL the broker when the test process dies.
+
+    A test run killed by a CI timeout would otherwise leave brokers holding ports and
+    data directories on the machine.
+    """
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 class BrokerStartError(RuntimeError):
@@ -142,7 +154,12 @@ class BrokerProcess:
         self._files = [stdout, stderr]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self._proc = subprocess.Popen(
-            self.command(), stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=env
+            self.command(),
+            stdout=stdout,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=_die_with_parent,
         )
         self._wait_ready()
         return self
