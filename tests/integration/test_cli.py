@@ -464,3 +464,38 @@ def test_missing_key_separator_is_reported_with_line_number(moldau: Any, topic_n
 def test_offset_needs_partition(moldau: Any, topic_name: str) -> None:
     one_line_error(moldau("consume", topic_name, "--offset", "5"), "--partition")
     one_line_error(moldau("consume", topic_name, "--offset", "soon", "--partition", "0"), "soon")
+
+
+# -- moldau broker -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        (("num.partitions=many",), "num.partitions"),
+        (("no-equals-sign",), "key=value"),
+    ],
+)
+def test_broker_rejects_bad_config_with_one_line(
+    tmp_path: Path, overrides: tuple[str, ...], fragment: str
+) -> None:
+    args = ["broker", "--override", f"log.dirs={tmp_path / 'data'}"]
+    for override in overrides:
+        args += ["--override", override]
+    one_line_error(run_moldau(*args, timeout=30), fragment)
+
+
+def test_broker_missing_config_file(tmp_path: Path) -> None:
+    one_line_error(run_moldau("broker", "--config", str(tmp_path / "nope.properties")),
+                   "nope.properties")
+
+
+def test_broker_port_in_use(tmp_path: Path, silent_listener: int) -> None:
+    result = run_moldau(
+        "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{silent_listener}",
+        "--override", f"log.dirs={tmp_path / 'data'}", timeout=30,
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: ")
+    assert str(silent_listener) in result.stderr
