@@ -24,7 +24,7 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-bench: $(RUN_STAMP)
+bench:
 	@echo "Benchmarks live in bench/ (throughput and latency, printed as JSON); see bench/ for how to run them."
 
 # The venv: Debian's python3 needs python3-venv for ensurepip; install it when we can.
