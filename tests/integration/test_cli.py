@@ -8,6 +8,7 @@ confluent-kafka where the CLI's own output would be circular).
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import time
@@ -18,7 +19,13 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.helpers import BrokerProcess, ExternalBroker, free_port, run_moldau
+from tests.helpers import (
+    BrokerProcess,
+    ExternalBroker,
+    free_port,
+    moldau_executable,
+    run_moldau,
+)
 
 Result = subprocess.CompletedProcess[str]
 
@@ -356,6 +363,29 @@ def test_consume_with_group_commits_progress(moldau: Any, topic_name: str) -> No
     assert sorted(r["value"] for r in seen) == sorted(f"v{i}" for i in range(10))
     # The second run starts at the group's committed offsets: nothing is read twice.
     assert len({(r["partition"], r["offset"]) for r in seen}) == 10
+
+
+def test_consume_stops_cleanly_on_ctrl_c(broker: Any, topic_name: str, moldau: Any) -> None:
+    create_topic(moldau, topic_name, "--partitions", "1")
+    ok(moldau("produce", topic_name, input="one\ntwo\n"))
+    proc = subprocess.Popen(
+        [moldau_executable(), "consume", topic_name, "--from-beginning", "-b", broker.bootstrap],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # A shell's background job starts with SIGINT ignored; a terminal user's does not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"one\n"
+        assert proc.stdout.readline() == b"two\n"
+        proc.send_signal(signal.SIGINT)
+        rest, stderr = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0
+    assert rest == b""
+    assert stderr.decode().strip() == f"Consumed 2 records from {topic_name}"
 
 
 def test_group_rejects_partition_and_offset(moldau: Any, topic_name: str) -> None:
