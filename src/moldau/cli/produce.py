@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,7 +37,6 @@ class DeliveryReport:
     delivered: int = 0
     failed: int = 0
     first_error: str | None = None
-    _messages: list[str] = field(default_factory=list)
 
     def callback(self, line_number: int) -> Callable[[KafkaError | None, Message], None]:
         def on_delivery(error: KafkaError | None, _message: Message) -> None:
