@@ -33,7 +33,9 @@ def _create_topic(bootstrap: str, partitions: int) -> str:
     return name
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int, linger_ms: int = 5) -> dict[str, Any]:
+def produce(
+    bootstrap: str, topic: str, count: int, size: int, linger_ms: int = 5
+) -> dict[str, Any]:
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms,
         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
@@ -137,7 +139,8 @@ def main() -> None:
             print(json.dumps(result), flush=True)
         print(json.dumps(latency(bootstrap, 5000, 10 / scale)), flush=True)
         if broker:
-            print(json.dumps({"workload": "broker_rss", "rss_mb": round(broker.rss_bytes() / 1e6, 1)}))
+            rss_mb = round(broker.rss_bytes() / 1e6, 1)
+            print(json.dumps({"workload": "broker_rss", "rss_mb": rss_mb}))
     finally:
         if broker:
             broker.close()

@@ -41,7 +41,12 @@ def test_header_with_null_client_id() -> None:
 
 @pytest.mark.parametrize(
     "frame",
-    [b"", b"\x00\x03", struct.pack(">hhih", 3, 1, 1, 50) + b"short", struct.pack(">hhih", 3, 1, 1, -7)],
+    [
+        b"",
+        b"\x00\x03",
+        struct.pack(">hhih", 3, 1, 1, 50) + b"short",
+        struct.pack(">hhih", 3, 1, 1, -7),
+    ],
 )
 def test_malformed_headers_are_rejected(frame: bytes) -> None:
     with pytest.raises(FrameError):

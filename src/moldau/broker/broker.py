@@ -19,14 +19,18 @@ from kio.schema.errors import ErrorCode
 
 from ..cluster.local import LocalMetadataStore
 from ..cluster.metadata import TopicMetadata
-from ..config import BrokerConfig, ConfigError, effective_topic_config, to_log_config
-from ..config import validate_topic_configs
+from ..config import (
+    BrokerConfig,
+    ConfigError,
+    effective_topic_config,
+    to_log_config,
+    validate_topic_configs,
+)
 from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
 from ..protocol import codec
 from ..protocol.apis import API_VERSIONS, SUPPORTED
-from ..protocol.frames import FrameError, parse_request_header, response_header
-from ..protocol.frames import skip_tagged_fields
+from ..protocol.frames import FrameError, parse_request_header, response_header, skip_tagged_fields
 from .errors import ApiError
 from .purgatory import FetchPurgatory
 from .response import Response
@@ -115,8 +119,8 @@ class Broker:
                     self.logs.update_config(topic.name, log_config)
         known = self.metadata.topics()
         for plog in list(self.logs.all_logs()):
-            topic = known.get(plog.topic)
-            if topic is None or plog.partition >= topic.partitions:
+            owner = known.get(plog.topic)
+            if owner is None or plog.partition >= owner.partitions:
                 log.warning("deleting %s-%d: not in the metadata", plog.topic, plog.partition)
                 self.logs.delete(plog.topic, plog.partition)
 
@@ -270,11 +274,14 @@ class Broker:
             self.config.log_retention_check_interval_ms, self._retention)))
         self._tasks.append(loop.create_task(self._every(
             self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)))
-        self._tasks.append(loop.create_task(self._every(
-            self.config.log_flush_scheduler_interval_ms, self._flush)))
+        # flush.ms is per topic, so check every second (or more often when the broker asks);
+        # Kafka's default scheduler interval is Long.MAX, which means "never".
+        flush_check_ms = min(self.config.log_flush_scheduler_interval_ms, 1000)
+        self._tasks.append(loop.create_task(self._every(flush_check_ms, self._flush)))
 
     async def _every(self, interval_ms: int, chore: Callable[[], None]) -> None:
-        interval = max(interval_ms, 10) / 1000
+        # Clamp to a day so that Long.MAX ("never") does not overflow the loop's timer.
+        interval = min(max(interval_ms, 10), 86_400_000) / 1000
         while True:
             await asyncio.sleep(interval)
             try:
@@ -293,7 +300,12 @@ class Broker:
         for plog in self.logs.all_logs():
             plog.flush_if_due(now)
 
-    def close(self) -> None:
+    async def stop_background(self) -> None:
         for task in self._tasks:
             task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    def close(self) -> None:
+        """Close the logs cleanly (flush, checkpoints, clean-shutdown marker)."""
         self.logs.close()

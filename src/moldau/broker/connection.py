@@ -13,7 +13,7 @@ import asyncio
 import collections
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..protocol.frames import FrameError, frame_prefix, read_frame_size
 from .response import Response
@@ -47,8 +47,8 @@ class KafkaConnection(asyncio.Protocol):
     # -- asyncio.Protocol --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses but offer the same methods.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._worker = asyncio.get_running_loop().create_task(self._work())
@@ -101,6 +101,14 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- work --------------------------------------------------------------------------------
 
+    async def close(self, reason: str) -> None:
+        """Abort the connection and wait for its worker to finish (clean shutdown)."""
+        worker = self._worker
+        self.abort(reason)
+        if worker is not None:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
     def abort(self, reason: str) -> None:
         """Close this connection because of something the client sent."""
         if not self._closed:
@@ -146,7 +154,7 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 transport.write(b"".join(pending))
                 pending = []
-                await self._send_file(part.file.fileno(), part.position, part.size)
+                await self._send_file(part.fd, part.position, part.size)
         if pending:
             transport.write(b"".join(pending))
         if not self._can_write.is_set():

@@ -10,7 +10,7 @@ class FileRange(Protocol):
     """A range of a segment file (``moldau.log`` FileSlice satisfies this)."""
 
     @property
-    def file(self) -> object: ...  # has fileno()
+    def fd(self) -> int: ...
 
     @property
     def position(self) -> int: ...

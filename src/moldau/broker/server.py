@@ -53,9 +53,9 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     finally:
         log.info("shutting down")
         server.close()
-        for conn in list(broker.connections):
-            conn.abort("broker shutting down")
+        await asyncio.gather(*(c.close("broker shutting down") for c in list(broker.connections)))
         await server.wait_closed()
+        await broker.stop_background()
         broker.close()
         log.info("shut down cleanly")
 

@@ -367,3 +367,32 @@ class RecoveryScan:
         if header.last_offset_delta < 0:
             return f"negative lastOffsetDelta {header.last_offset_delta}"
         return None
+
+
+#: Codec ids a v2 batch may carry: none, gzip, snappy, lz4, zstd.
+KNOWN_COMPRESSION_IDS = frozenset(range(5))
+
+
+def check_client_batches(headers: list[BatchHeader]) -> None:
+    """Apply the rules Kafka enforces on batches that come from a producer (not a replica).
+
+    A producer sends exactly one batch per partition; it never writes control batches (only
+    the transaction coordinator does); an idempotent batch must carry a sequence number; and a
+    batch with an unknown codec would be stored but unreadable by every consumer. Raises
+    InvalidRecordError, which the broker answers with INVALID_RECORD.
+    """
+    if len(headers) != 1:
+        raise InvalidRecordError(
+            f"a produce request must carry exactly one record batch per partition, "
+            f"got {len(headers)}"
+        )
+    header = headers[0]
+    if header.is_control:
+        raise InvalidRecordError("clients are not allowed to write control records")
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid sequence number {header.base_sequence} for producer id "
+            f"{header.producer_id}"
+        )
+    if header.compression not in KNOWN_COMPRESSION_IDS:
+        raise InvalidRecordError(f"unknown compression type id {header.compression}")

@@ -11,6 +11,7 @@ before the log is handed out).
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import random
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .batch import assign_offsets, parse_batches
+from .batch import assign_offsets, check_client_batches, parse_batches
 from .checkpoint import fsync_dir
 from .config import LONG_MAX, LogConfig
 from .errors import (
@@ -46,6 +47,18 @@ _STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class AppendOrigin(enum.Enum):
+    """Who is appending: producers must follow stricter rules than the broker's own writers.
+
+    Kafka makes the same distinction: a producer sends one batch per partition and never
+    control batches, while coordinators (markers, offsets) and replication may do both.
+    """
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +305,12 @@ class PartitionLog:
     # -- append ---------------------------------------------------------------------------
 
     def append(
-        self, records: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int,
+        now_ms: int,
+        origin: AppendOrigin = AppendOrigin.COORDINATOR,
     ) -> AppendResult:
         """Validate, assign offsets to and append a produce request's record batches.
 
@@ -302,8 +320,10 @@ class PartitionLog:
         (more than a whole segment) without writing anything.
         """
         headers = parse_batches(records)
-        if not headers:
-            raise InvalidRecordError("the produce request carries no record batch")
+        if origin is AppendOrigin.CLIENT:
+            check_client_batches(headers)
+        elif not headers:
+            raise InvalidRecordError("the append carries no record batch")
         config = self.config
         for header in headers:
             if header.size > config.max_message_bytes:

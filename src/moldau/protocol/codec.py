@@ -12,7 +12,7 @@ import io
 from collections.abc import Callable
 from functools import cache
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -49,7 +49,7 @@ def request_module(api_key: int, version: int) -> ModuleType:
 def is_flexible(api_key: int, version: int) -> bool:
     """Whether this API version uses tagged fields (and thus request header v2)."""
     cls, _ = request_reader(api_key, version)
-    return bool(cls.__flexible__)
+    return bool(getattr(cls, "__flexible__", False))
 
 
 def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset: int) -> Any:
@@ -80,7 +80,7 @@ def build(cls: type[T], **fields: Any) -> T:
     Handlers pass the union of fields over all versions of an API; a field a version lacks is
     simply not sent, which is exactly what Kafka does when it downgrades a response.
     """
-    names = _field_names(cls)
+    names = _field_names(cast(type, cls))
     return cls(**{k: v for k, v in fields.items() if k in names})
 
 

@@ -142,21 +142,21 @@ def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRead]]]) 
     flexible = codec.is_flexible(ctx.header.api_key, ctx.version)
     # The placeholder's own length prefix: uvarint(16 + 1) when flexible, int32 16 otherwise.
     prefix_len = 1 if flexible else 4
-    parts: list[bytes | FileRange] = []
+    chunks: list[bytes | FileRange] = []
     size = 0
     start = 0
     for marker, data in ranges:
         at = body.index(marker, start)
         head = body[start : at - prefix_len]
         length = _uvarint(data.size + 1) if flexible else _INT32.pack(data.size)
-        parts.append(head + length)
-        parts.append(data)
+        chunks.append(head + length)
+        chunks.append(data)
         size += len(head) + len(length) + data.size
         start = at + _MARKER_LEN
     tail = body[start:]
-    parts.append(tail)
+    chunks.append(tail)
     size += len(tail)
-    return Response(parts, size)
+    return Response(chunks, size)
 
 
 async def handle(request: Any, ctx: RequestContext) -> Any:
@@ -173,12 +173,12 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     max_wait_s = request.max_wait.total_seconds()
     min_bytes = max(request.min_bytes, 1)
     if total < min_bytes and max_wait_s > 0 and not _has_error(reads):
-        keys = [
+        keys: list[tuple[str, int]] = [
             (r.topic, r.partition)
             for _, parts in reads
             for r in parts
             if r.topic is not None
         ]
-        await broker.purgatory.wait(keys, min_bytes - total, max_wait_s)  # type: ignore[arg-type]
+        await broker.purgatory.wait(keys, min_bytes - total, max_wait_s)
         reads, total = _read_all(broker, request)
     return _encode(ctx, reads)

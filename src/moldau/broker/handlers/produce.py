@@ -17,9 +17,12 @@ from kio.schema.errors import ErrorCode
 from ...log.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    LogError,
     OffsetOutOfRangeError,
+    RecordListTooLargeError,
     RecordTooLargeError,
 )
+from ...log.partition_log import AppendOrigin
 from ...protocol.codec import build
 from ..broker import RequestContext, now_ms
 from ..errors import ApiError
@@ -27,7 +30,9 @@ from .api_versions import NO_THROTTLE
 
 log = logging.getLogger(__name__)
 
-_LOG_ERRORS: dict[type[Exception], ErrorCode] = {
+# Most specific first: the first matching class decides the code.
+_LOG_ERRORS: dict[type[LogError], ErrorCode] = {
+    RecordListTooLargeError: ErrorCode.record_list_too_large,
     CorruptRecordError: ErrorCode.corrupt_message,
     InvalidRecordError: ErrorCode.invalid_record,
     RecordTooLargeError: ErrorCode.message_too_large,
@@ -72,10 +77,13 @@ def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
             f"min.insync.replicas={plog.config.min_insync_replicas} but the ISR has 1 replica",
         )
     try:
-        result = plog.append(data.records, leader_epoch=broker.leader_epoch, now_ms=now_ms())
-    except tuple(_LOG_ERRORS) as exc:
+        result = plog.append(data.records, leader_epoch=broker.leader_epoch, now_ms=now_ms(),
+                             origin=AppendOrigin.CLIENT)
+    except LogError as exc:
         log.info("rejected produce to %s-%d: %s", topic, index, exc)
-        return _partition_response(m, index, _LOG_ERRORS[type(exc)], str(exc))
+        code = next((c for cls, c in _LOG_ERRORS.items() if isinstance(exc, cls)),
+                    ErrorCode.unknown_server_error)
+        return _partition_response(m, index, code, str(exc))
     plog.high_watermark = plog.log_end_offset
     broker.purgatory.notify_append((topic, index), len(data.records))
     return _partition_response(
