@@ -467,3 +467,17 @@ def test_create_topic_with_invalid_config(strict_broker, healthy, configs):
         assert next(iter(configs)) in result.error_message
         resp = c.request(metadata(topic, auto_create=False))
         assert int(resp.topics[0].error_code) == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_failed_acks0_produce_closes_the_connection(strict_broker, healthy, survivor):
+    """acks=0 has no response to carry an error, so the broker closes the connection (Kafka)."""
+    topic = unique("acks0-unknown")
+    with WireClient.to(strict_broker.bootstrap) as c:
+        c.send_request(produce(topic, values_batch([b"nowhere"]), acks=0))
+        assert c.wait_closed(), "the broker kept the connection after a failed acks=0 produce"
+    with WireClient.to(strict_broker.bootstrap) as c:
+        c.send_request(produce(survivor.name, values_batch([b"fire-and-forget"]), acks=0))
+        # A successful acks=0 produce gets no response and the connection stays usable.
+        code, _ = produce_error(c.request(produce(survivor.name, values_batch([b"acked"]))))
+        assert code == NONE
+    survivor.values += [b"fire-and-forget", b"acked"]

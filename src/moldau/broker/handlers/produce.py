@@ -24,6 +24,7 @@ from ...log.errors import (
 )
 from ...log.partition_log import AppendOrigin
 from ...protocol.codec import build
+from ...protocol.frames import FrameError
 from ..broker import RequestContext, now_ms
 from ..errors import ApiError
 from .api_versions import NO_THROTTLE
@@ -117,5 +118,15 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             partitions = tuple(_append(ctx, name, p, acks) for p in topic_data.partition_data)
         topics.append(build(m.TopicProduceResponse, name=name, partition_responses=partitions))
     if acks == 0:
+        failed = [
+            f"{t.name}-{p.index}: {p.error_message or p.error_code.name}"
+            for t in topics
+            for p in t.partition_responses
+            if p.error_code is not ErrorCode.none
+        ]
+        if failed:
+            # acks=0 has no response to carry the error; like Kafka, close the connection so
+            # the producer notices and refreshes its metadata.
+            raise FrameError("acks=0 produce failed: " + "; ".join(failed))
         return None
     return build(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
