@@ -7,15 +7,18 @@ and once more on exit); ``--from-beginning`` then only applies when the group ha
 committed offset yet, as in Kafka.
 
 It stops after ``--max-messages`` records, after ``--timeout-ms`` without a new record,
-or on Ctrl-C; a stop is a success (exit 0).
+or on Ctrl-C or SIGTERM; a stop is a success (exit 0).
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 import click
@@ -100,6 +103,30 @@ class _ErrorFilter:
             click.echo(f"warning: {describe_kafka_error(error)}", err=True)
 
 
+@contextlib.contextmanager
+def stop_requests() -> Iterator[threading.Event]:
+    """An event set by Ctrl-C or SIGTERM instead of an exception.
+
+    A KeyboardInterrupt can land between printing a record and counting it (or, with
+    ``--group``, between taking it and committing it); a flag checked between polls
+    cannot, at the cost of reacting within one poll interval.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def request_stop(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 class _Printer:
     """Polls records and writes them out; ``count`` survives a Ctrl-C mid-run."""
 
@@ -111,10 +138,12 @@ class _Printer:
         self._errors = _ErrorFilter()
         self._out = sys.stdout.buffer
 
-    def run(self, max_messages: int | None, idle_timeout_s: float | None) -> None:
-        """Print records until ``max_messages`` or ``idle_timeout_s`` without a record."""
+    def run(
+        self, max_messages: int | None, idle_timeout_s: float | None, stop: threading.Event
+    ) -> None:
+        """Print records until ``max_messages``, ``idle_timeout_s`` without one, or ``stop``."""
         deadline = None if idle_timeout_s is None else time.monotonic() + idle_timeout_s
-        while max_messages is None or self.count < max_messages:
+        while (max_messages is None or self.count < max_messages) and not stop.is_set():
             wait = _POLL_S
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
@@ -200,8 +229,8 @@ def consume(
         else:
             chosen = partitions if partition is None else [partition]
             consumer.assign([TopicPartition(topic, p, start) for p in chosen])
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop
-            printer.run(max_messages, None if timeout_ms is None else timeout_ms / 1000)
+        with stop_requests() as stop:  # Ctrl-C is the normal way to stop
+            printer.run(max_messages, None if timeout_ms is None else timeout_ms / 1000, stop)
     finally:
         consumer.close()
     click.echo(f"Consumed {printer.count} records from {topic}", err=True)
