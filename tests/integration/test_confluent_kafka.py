@@ -157,9 +157,6 @@ def test_offsets_for_times(broker, topic_name):
     assert rec[0].timestamp() == (TIMESTAMP_CREATE_TIME, base + 13_000)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "broker bug: ListOffsets by timestamp answers the first *batch* whose maxTimestamp >= "
-    "target (its base offset), not the first *record* with timestamp >= target as Kafka does"))
 def test_offsets_for_times_inside_a_batch(broker, topic_name):
     create_topic(broker.bootstrap, topic_name)
     base = int(time.time() * 1000) - 3_600_000

@@ -79,12 +79,19 @@ def build_batch(
     transactional: bool = False,
     control: bool = False,
     log_append_time: bool = False,
+    base_timestamp: int | None = None,
+    offset_deltas: Sequence[int] | None = None,
 ) -> bytes:
-    """One uncompressed v2 batch holding ``records`` (with a valid CRC)."""
+    """One uncompressed v2 batch holding ``records`` (with a valid CRC).
+
+    ``base_timestamp`` defaults to the smallest record timestamp (a larger one gives negative
+    timestamp deltas); ``offset_deltas`` default to 0, 1, 2, ... (gaps mimic compaction).
+    """
     assert records
-    base_ts = min(r.timestamp for r in records)
+    base_ts = min(r.timestamp for r in records) if base_timestamp is None else base_timestamp
     max_ts = max(r.timestamp for r in records)
-    body = b"".join(encode_record(r, i, base_ts) for i, r in enumerate(records))
+    deltas = range(len(records)) if offset_deltas is None else offset_deltas
+    body = b"".join(encode_record(r, d, base_ts) for d, r in zip(deltas, records, strict=True))
     attributes = (
         (0x08 if log_append_time else 0)
         | (0x10 if transactional else 0)
@@ -93,7 +100,7 @@ def build_batch(
     header = bytearray(
         HEADER.pack(
             base_offset, 49 + len(body), partition_leader_epoch, 2, 0, attributes,
-            len(records) - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence,
+            deltas[-1], base_ts, max_ts, producer_id, producer_epoch, base_sequence,
             len(records),
         )
     )

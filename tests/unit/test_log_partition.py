@@ -206,18 +206,21 @@ def test_offsets_by_timestamp(tmp_path: Path) -> None:
         batch = build_batch([Record(b"k", b"v", ts - 5), Record(b"k", b"v", ts)])
         assert plog.append(batch, leader_epoch=0, now_ms=NOW).base_offset == 2 * i
     assert len(plog.segments) > 2
-    assert plog.offset_for_timestamp(0) == (0, 100)
-    assert plog.offset_for_timestamp(250) == (2, 300)
-    assert plog.offset_for_timestamp(450) == (6, 700)
-    assert plog.offset_for_timestamp(700) == (6, 700)
+    # Record-level answers: each batch is (ts - 5, ts) at offsets (2i, 2i + 1).
+    assert plog.offset_for_timestamp(0) == (0, 95)
+    assert plog.offset_for_timestamp(96) == (1, 100)
+    assert plog.offset_for_timestamp(250) == (2, 295)
+    assert plog.offset_for_timestamp(450) == (6, 695)
+    assert plog.offset_for_timestamp(700) == (7, 700)
     assert plog.offset_for_timestamp(701) is None
-    assert plog.max_timestamp_entry() == (6, 700)
+    assert plog.max_timestamp_entry() == (7, 700)
     plog.high_watermark = plog.log_end_offset
     plog.delete_records_before(7)
     assert plog.offset_for_timestamp(0) == (7, 700)
+    assert plog.max_timestamp_entry() == (7, 700)
     plog.delete_records_before(8)
-    assert plog.offset_for_timestamp(0) == (8, 400)
-    assert plog.max_timestamp_entry() == (12, 650)
+    assert plog.offset_for_timestamp(0) == (8, 395)
+    assert plog.max_timestamp_entry() == (13, 650)
 
 
 def test_leader_epochs(tmp_path: Path) -> None:

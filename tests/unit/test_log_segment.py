@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import gc
+import logging
+import struct
 import weakref
 from pathlib import Path
+
+import crc32c
 
 from moldau.log.batch import BatchHeader, assign_offsets, parse_batches
 from moldau.log.segment import LogSegment
 
-from .batchgen import decode_batches, simple_batch
+from .batchgen import Record, build_batch, decode_batches, simple_batch
 
 
 def new_segment(directory: Path, base: int = 0, interval: int = 100,
@@ -101,11 +105,62 @@ def test_find_offset_by_timestamp(tmp_path: Path) -> None:
     for target in (0, 100, 150, 250, 300, 450, 500, 501, 900):
         expected = next(h for h in headers if h.max_timestamp >= target)
         found = seg.find_offset_by_timestamp(target, 0)
-        assert found is not None and found.base_offset == expected.base_offset, target
+        assert found == (expected.base_offset, expected.max_timestamp), target
     assert seg.find_offset_by_timestamp(901, 0) is None
-    found = seg.find_offset_by_timestamp(100, 5)
-    assert found is not None and found.base_offset == 4
+    # The starting offset cuts the batch 4..5 (ts 200): its second record answers.
+    assert seg.find_offset_by_timestamp(100, 5) == (5, 200)
     assert (seg.max_timestamp, seg.offset_of_max_timestamp) == (900, 11)
+
+
+def test_find_offset_by_timestamp_inside_batches(tmp_path: Path) -> None:
+    seg = new_segment(tmp_path, interval=0)
+    # Offsets 0..3 then 4..7; timestamps out of order inside each batch.
+    append(seg, build_batch([Record(None, b"a", t) for t in (100, 130, 110, 120)]))
+    append(seg, build_batch([Record(None, b"b", t) for t in (140, 150, 145, 150)]))
+    assert seg.find_offset_by_timestamp(0, 0) == (0, 100)
+    assert seg.find_offset_by_timestamp(101, 0) == (1, 130)
+    assert seg.find_offset_by_timestamp(125, 0) == (1, 130)
+    assert seg.find_offset_by_timestamp(131, 0) == (4, 140)
+    assert seg.find_offset_by_timestamp(146, 0) == (5, 150)
+    assert seg.find_offset_by_timestamp(151, 0) is None
+    # Batch 0..3 has max 130, but nothing >= 125 at/after offset 2: the next batch answers.
+    assert seg.find_offset_by_timestamp(125, 2) == (4, 140)
+    assert seg.find_offset_by_timestamp(115, 2) == (3, 120)
+
+
+def test_max_timestamp_record(tmp_path: Path) -> None:
+    seg = new_segment(tmp_path, interval=0)
+    append(seg, build_batch([Record(None, b"a", t) for t in (100, 130, 110, 130)]))  # 0..3
+    append(seg, build_batch([Record(None, b"b", t) for t in (90, 125, 120)]))  # 4..6
+    append(seg, build_batch([Record(None, b"c", t) for t in (80, 120)]))  # 7..8
+    # The first record with the largest timestamp, not the batch base or last offset.
+    assert seg.max_timestamp_record(0) == (1, 130)
+    assert seg.max_timestamp_record(2) == (3, 130)
+    # The log start cuts the maximum away: the best live record wins.
+    assert seg.max_timestamp_record(4) == (5, 125)
+    assert seg.max_timestamp_record(6) == (6, 120)
+    assert seg.max_timestamp_record(7) == (8, 120)
+    assert seg.max_timestamp_record(9) is None
+    # Reopened from disk (time index), the same answers.
+    seg.close()
+    again = reopen(tmp_path, interval=0)
+    assert again.max_timestamp_record(0) == (1, 130)
+    assert again.find_offset_by_timestamp(121, 4) == (5, 125)
+
+
+def test_undecodable_batch_falls_back_to_batch_level(tmp_path: Path, caplog) -> None:
+    seg = new_segment(tmp_path, interval=0)
+    batch = bytearray(build_batch([Record(None, b"a", t) for t in (100, 130, 110)]))
+    # The first record's length varint points far beyond the batch; the CRC still matches,
+    # as with a client that framed its records wrongly.
+    batch[61] = 0x7F
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    append(seg, bytes(batch))
+    with caplog.at_level(logging.WARNING, logger="moldau.log.segment"):
+        assert seg.find_offset_by_timestamp(105, 0) == (0, 130)
+        assert seg.find_offset_by_timestamp(105, 1) == (1, 130)
+        assert seg.max_timestamp_record(0) == (0, 130)
+    assert "do not decode" in caplog.text
 
 
 def test_reopen_restores_state(tmp_path: Path) -> None:

@@ -460,44 +460,39 @@ class PartitionLog:
         return None
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) for ListOffsets by time, or None if no batch is that recent.
+        """(offset, timestamp) for ListOffsets by time, or None if no record is that recent.
 
-        Kafka answers with the first *record* whose timestamp is >= the target. Records are
-        never decoded here, so this answers with the first *batch* whose maxTimestamp is >=
-        the target: its base offset (or the log start offset if larger) and its maxTimestamp.
-        The offset can therefore be a few records early, which makes a consumer that seeks
-        there re-read a little rather than miss anything.
+        As in Kafka, the first *record* (at or after the log start offset) whose timestamp is
+        >= the target, with that record's timestamp. Headers locate the batch; only that
+        batch's records are decoded (see :meth:`LogSegment.find_offset_by_timestamp`).
         """
         start = self._log_start_offset
         for segment in self._segments:
             if segment.next_offset <= start or segment.max_timestamp < timestamp_ms:
                 continue
-            header = segment.find_offset_by_timestamp(timestamp_ms, start)
-            if header is not None:
-                return max(header.base_offset, start), header.max_timestamp
+            found = segment.find_offset_by_timestamp(timestamp_ms, start)
+            if found is not None:
+                return found
         return None
 
     def max_timestamp_entry(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the largest timestamp in the log, for ListOffsets -3.
 
-        The offset is the base offset of the earliest batch carrying that timestamp; see
-        :meth:`offset_for_timestamp` for why not the record's own offset. Batches below the
-        log start offset do not count.
+        As in Kafka, the offset is that of the first record carrying the timestamp (for a
+        LogAppendTime batch, its first record). Records below the log start offset do not
+        count. Segments are skipped by their in-memory maximum, so usually one batch is read.
         """
         start = self._log_start_offset
-        best: tuple[int, int] | None = None  # (timestamp, base offset)
+        best: tuple[int, int] | None = None  # (offset, timestamp)
         for segment in self._segments:
             if segment.next_offset <= start or segment.max_timestamp < 0:
                 continue
-            if best is not None and segment.max_timestamp <= best[0]:
+            if best is not None and segment.max_timestamp <= best[1]:
                 continue
-            if segment.offset_of_max_timestamp >= start:
-                header = segment.find_batch(segment.offset_of_max_timestamp)
-            else:  # the segment's maximum was deleted by DeleteRecords: look at the rest
-                header = segment.max_timestamp_batch(start)
-            if header is not None and header.max_timestamp > (-1 if best is None else best[0]):
-                best = header.max_timestamp, max(header.base_offset, start)
-        return None if best is None else (best[1], best[0])
+            found = segment.max_timestamp_record(start)
+            if found is not None and (best is None or found[1] > best[1]):
+                best = found
+        return best
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when the epoch is unknown."""

@@ -17,14 +17,18 @@ cost one descriptor each.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .batch import NO_TIMESTAMP, BatchHeader, RecoveryScan, iter_batch_headers
-from .errors import LogError
+from .errors import CorruptRecordError, LogError
 from .file_slice import FileSlice, ReadHandle
 from .index import OffsetIndex, TimeIndex
+from .records import iter_record_offsets_and_timestamps
+
+log = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -386,32 +390,98 @@ class LogSegment:
         assert self._reader is not None
         return FileSlice(self._reader, first.position, end - first.position)
 
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> BatchHeader | None:
-        """First batch with maxTimestamp >= ``timestamp`` and last offset >= ``starting_offset``.
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at/after ``starting_offset`` with a timestamp
+        >= ``timestamp``, as Kafka answers ListOffsets; None if this segment has none.
 
         The time index gives the last entry strictly below ``timestamp``: every batch up to
-        that entry's offset has a smaller timestamp, so the scan can start there.
+        that entry's offset has a smaller timestamp, so the header scan can start there. Only
+        batches whose maxTimestamp qualifies are opened; the first record that qualifies may
+        sit anywhere inside one, and a batch can qualify by its maximum yet hold no matching
+        record at/after ``starting_offset``, in which case the scan goes on, as in Kafka.
         """
         if self.max_timestamp < timestamp:
             return None
         _, offset = self.time_index.lookup(timestamp, strict=True)
         _, start = self.offset_index.lookup(max(offset, starting_offset))
         for header in iter_batch_headers(self.fd, start, self.size):
-            if header.max_timestamp >= timestamp and header.last_offset >= starting_offset:
-                return header
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            try:
+                for record_offset, record_timestamp in self._records_of(header):
+                    if record_offset >= starting_offset and record_timestamp >= timestamp:
+                        return record_offset, record_timestamp
+            except CorruptRecordError as exc:
+                self._warn_undecodable(header, exc)
+                return max(header.base_offset, starting_offset), header.max_timestamp
         return None
 
-    def max_timestamp_batch(self, from_offset: int) -> BatchHeader | None:
-        """The earliest batch with the largest timestamp among those ending at/after
-        ``from_offset``. Scans headers; only needed when the log start cuts a segment."""
-        start = self.find_batch(from_offset)
-        if start is None:
+    def max_timestamp_record(self, from_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at/after ``from_offset`` carrying the largest
+        timestamp among those records, for ListOffsets MAX_TIMESTAMP; None if none has one.
+
+        Usually the batch remembered in ``offset_of_max_timestamp`` holds it and is the only
+        one opened. When ``from_offset`` (the log start after DeleteRecords) cuts into the
+        segment at or after that batch's start, the maximum may be gone: the headers of the
+        rest are scanned for the best whole batch, and the cut batch's live records are
+        compared with it.
+        """
+        if self.max_timestamp < 0:
             return None
-        best: BatchHeader | None = None
-        for header in iter_batch_headers(self.fd, start.position, self.size):
-            if best is None or header.max_timestamp > best.max_timestamp:
-                best = header
+        if self.offset_of_max_timestamp >= from_offset:
+            header = self.find_batch(self.offset_of_max_timestamp)
+            if header is not None and header.base_offset >= from_offset:
+                return self._max_record(header, from_offset)
+        first = self.find_batch(from_offset)
+        if first is None:
+            return None
+        best_whole: BatchHeader | None = None
+        for header in iter_batch_headers(self.fd, first.end, self.size):
+            if best_whole is None or header.max_timestamp > best_whole.max_timestamp:
+                best_whole = header
+        best = self._max_record(first, from_offset)
+        if best_whole is not None and (best is None or best_whole.max_timestamp > best[1]):
+            later = self._max_record(best_whole, from_offset)
+            if later is not None and (best is None or later[1] > best[1]):
+                best = later
         return best
+
+    def _max_record(self, header: BatchHeader, from_offset: int) -> tuple[int, int] | None:
+        """First record at/after ``from_offset`` with the batch's largest live timestamp.
+
+        Stops at the first record reaching the header's maxTimestamp, since nothing later can
+        beat it. Records without a timestamp (negative) never count. An undecodable batch
+        answers at batch level, as Kafka's old behaviour did.
+        """
+        best: tuple[int, int] | None = None
+        try:
+            for record_offset, record_timestamp in self._records_of(header):
+                if record_offset < from_offset or record_timestamp < 0:
+                    continue
+                if best is None or record_timestamp > best[1]:
+                    best = record_offset, record_timestamp
+                    if record_timestamp >= header.max_timestamp:
+                        break
+        except CorruptRecordError as exc:
+            self._warn_undecodable(header, exc)
+            if header.max_timestamp < 0:
+                return None
+            return max(header.base_offset, from_offset), header.max_timestamp
+        return best
+
+    def _records_of(self, header: BatchHeader) -> Iterator[tuple[int, int]]:
+        """(offset, timestamp) of each record of one batch, read with one ``pread``."""
+        data = os.pread(self.fd, header.size, header.position)
+        return iter_record_offsets_and_timestamps(data)
+
+    def _warn_undecodable(self, header: BatchHeader, exc: CorruptRecordError) -> None:
+        log.warning(
+            "%s: records of the batch at offset %d (position %d) do not decode (%s); "
+            "answering ListOffsets with the batch's base offset and maxTimestamp",
+            self.log_path, header.base_offset, header.position, exc,
+        )
 
     # -- repair ---------------------------------------------------------------------------
 
