@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+from typing import cast
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Message
 
 from moldau.cli.assignments import parse_assignment, parse_assignments, parse_header_pairs
 from moldau.cli.connection import Connection
@@ -105,20 +106,25 @@ class FakeMessage:
         return self._headers
 
 
+def fake(key: bytes | None, value: bytes | None, headers: object = None) -> Message:
+    """A FakeMessage typed as the real thing for the formatters."""
+    return cast(Message, FakeMessage(key, value, headers))
+
+
 def test_text_format_order_matches_kafka_console_consumer() -> None:
     from moldau.cli.records import TextFormat
 
     fmt = TextFormat(b"\t", key=True, timestamp=True, headers=True, partition_offset=True)
-    line = fmt.render(FakeMessage(b"k", b"\xff\x00v", [("h", b"1"), ("h", None)]))
+    line = fmt.render(fake(b"k", b"\xff\x00v", [("h", b"1"), ("h", None)]))
     assert line == b"CreateTime:1700000000000\tPartition:2\tOffset:7\th:1,h:null\tk\t\xff\x00v\n"
-    assert TextFormat().render(FakeMessage(None, None)) == b"null\n"
-    assert TextFormat(headers=True).render(FakeMessage(None, b"v")) == b"NO_HEADERS\tv\n"
+    assert TextFormat().render(fake(None, None)) == b"null\n"
+    assert TextFormat(headers=True).render(fake(None, b"v")) == b"NO_HEADERS\tv\n"
 
 
 def test_json_format_decodes_utf8_with_replacement() -> None:
     from moldau.cli.records import render_json
 
-    message = FakeMessage(None, "grüße".encode() + b"\xff", [("h", b"x")])
+    message = fake(None, "grüße".encode() + b"\xff", [("h", b"x")])
     record = json.loads(render_json(message))
     assert record == {
         "topic": "t", "partition": 2, "offset": 7, "timestamp": 1_700_000_000_000,
