@@ -41,7 +41,7 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e ".[test,dev]"
+	$(BIN)/pip install -e ".[test,dev,spark]"
 	touch $@ $(RUN_STAMP)
 
 # Install missing Debian packages when root; otherwise only say what is missing.

@@ -1,0 +1,50 @@
+"""The ``moldau`` PySpark data source: Spark's Kafka source and sink, in Python.
+
+Spark's own Kafka connector is a JVM jar; this is a Python data source (``pyspark.sql.
+datasource``) with the same schema and option names, talking to any Kafka-compatible broker
+through confluent-kafka. The name cannot be ``kafka`` (taken by the built-in source), so
+queries say ``format("moldau")``. Options are validated when the query is defined.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from .options import parse_bool, parse_sink_options, parse_source_options
+from .readers import MoldauBatchReader, MoldauStreamReader
+from .schema import check_sink_schema, source_schema
+from .writers import MoldauBatchWriter, MoldauStreamWriter
+
+
+class MoldauDataSource(DataSource):
+    """``spark.read/readStream/write/writeStream.format("moldau")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "moldau"
+
+    def schema(self) -> StructType:
+        return source_schema(parse_bool(self.options, "includeHeaders", False))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MoldauBatchReader(parse_source_options(self.options, streaming=False), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return MoldauStreamReader(parse_source_options(self.options, streaming=True), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        options = parse_sink_options(self.options)
+        check_sink_schema(schema, options.topic)
+        return MoldauBatchWriter(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        options = parse_sink_options(self.options)
+        check_sink_schema(schema, options.topic)
+        return MoldauStreamWriter(options)

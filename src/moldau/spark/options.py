@@ -1,0 +1,303 @@
+"""The options of the ``moldau`` data source, parsed once on the driver.
+
+The names and meanings are those of Spark's built-in Kafka source and sink, so a job written
+for ``format("kafka")`` runs with ``format("moldau")`` after changing only the format name.
+Options arrive as a case-insensitive string map; every mistake is reported here, when the
+query is defined, with a message that names the option, instead of failing later in a task.
+Nothing in this module talks to a broker or imports pyspark, so it is unit-testable alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+TopicPartition = tuple[str, int]
+
+# Spark's sentinels in per-partition offset JSON.
+LATEST = -1
+EARLIEST = -2
+
+# Consumer settings the source owns: Spark rejects the same ones, for the same reason.
+_FORBIDDEN_CLIENT_KEYS = {
+    "auto.offset.reset": "use startingOffsets instead",
+    "enable.auto.commit": "the source never commits offsets; Spark's checkpoint keeps them",
+    "key.deserializer": "keys are always returned as binary",
+    "value.deserializer": "values are always returned as binary",
+}
+
+# Spark waits this long for a Kafka poll before failing a task (kafkaConsumer.pollTimeoutMs).
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+
+
+class OptionError(ValueError):
+    """An option is missing, malformed or does not fit this kind of query."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which partitions to read: ``subscribe``, ``subscribePattern`` or ``assign``."""
+
+    kind: Literal["subscribe", "subscribePattern", "assign"]
+    topics: tuple[str, ...] = ()
+    pattern: str = ""
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where to start or end: earliest, latest, per-partition offsets, or timestamps.
+
+    ``offsets`` holds per-partition offsets (``EARLIEST``/``LATEST`` allowed) for kind
+    ``offsets``; ``timestamp`` applies to every partition for kind ``timestamp``;
+    ``timestamps`` holds per-partition timestamps for kind ``timestamps``.
+    """
+
+    kind: Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int = 0
+    timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+EARLIEST_SPEC = OffsetSpec("earliest")
+LATEST_SPEC = OffsetSpec("latest")
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Everything the reader needs, on the driver and (pickled) on the executors."""
+
+    client_config: Mapping[str, str]
+    subscription: Subscription
+    starting: OffsetSpec
+    ending: OffsetSpec
+    max_offsets_per_trigger: int | None
+    min_partitions: int | None
+    fail_on_data_loss: bool
+    include_headers: bool
+    poll_timeout_ms: int
+    timestamp_strategy: Literal["error", "latest"]
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """What the writer needs: the client config and an optional default/overriding topic."""
+
+    client_config: Mapping[str, str]
+    topic: str | None
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    # Spark hands us a case-insensitive map; a plain dict (unit tests) may use any case.
+    for key, value in options.items():
+        if key.lower() == name.lower():
+            return str(value)
+    return None
+
+
+def client_config(options: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` options without their prefix, for librdkafka."""
+    config = {key[len("kafka."):]: str(value) for key, value in options.items()
+              if key.lower().startswith("kafka.")}
+    if "bootstrap.servers" not in config:
+        raise OptionError("option 'kafka.bootstrap.servers' must be specified")
+    for key, why in _FORBIDDEN_CLIENT_KEYS.items():
+        if key in config:
+            raise OptionError(f"option 'kafka.{key}' is not supported: {why}")
+    return config
+
+
+def client_logger() -> logging.Logger:
+    """Where librdkafka's own log lines go: nowhere, unless ``MOLDAU_CLIENT_LOG`` is set.
+
+    Without it, every task's client writes connection chatter to the executor's stderr,
+    which Spark copies into the driver's console.
+    """
+    logger = logging.getLogger("moldau.spark.librdkafka")
+    if not logger.handlers:
+        logger.propagate = False
+        if os.environ.get("MOLDAU_CLIENT_LOG"):
+            logger.addHandler(logging.StreamHandler())
+            logger.setLevel(logging.DEBUG)
+        else:
+            logger.addHandler(logging.NullHandler())
+    return logger
+
+
+def consumer_config(base: Mapping[str, str], purpose: str) -> dict[str, Any]:
+    """A consumer config that reads by ``assign`` and can never commit or join a group.
+
+    librdkafka insists on a ``group.id`` even for assign(); a fresh one per consumer
+    (unless the user set ``kafka.group.id``) keeps the source out of everyone's groups.
+    """
+    config: dict[str, Any] = {"logger": client_logger(), **base}
+    config.setdefault("group.id", f"spark-moldau-{purpose}-{uuid.uuid4().hex[:12]}")
+    config["enable.auto.commit"] = False
+    config["enable.auto.offset.store"] = False
+    return config
+
+
+def parse_bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise OptionError(f"option '{name}' must be true or false, not {raw!r}")
+
+
+def _parse_positive(options: Mapping[str, str], name: str) -> int | None:
+    raw = _get(options, name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionError(f"option '{name}' must be a positive integer, not {raw!r}") from None
+    if value <= 0:
+        raise OptionError(f"option '{name}' must be a positive integer, not {raw!r}")
+    return value
+
+
+def _partition_map(raw: str, name: str) -> dict[TopicPartition, int]:
+    """``{"topic": {"0": 23, "1": -2}}`` → ``{("topic", 0): 23, ("topic", 1): -2}``."""
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise OptionError(f"option '{name}' is not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise OptionError(f"option '{name}' must be a JSON object of topic to partitions")
+    result: dict[TopicPartition, int] = {}
+    for topic, partitions in parsed.items():
+        if not isinstance(partitions, dict):
+            raise OptionError(f"option '{name}': topic {topic!r} needs an object of partitions")
+        for partition, value in partitions.items():
+            try:
+                result[(topic, int(partition))] = int(value)
+            except (TypeError, ValueError):
+                raise OptionError(
+                    f"option '{name}': bad entry {partition!r}: {value!r} for topic {topic!r}"
+                ) from None
+    return result
+
+
+def parse_subscription(options: Mapping[str, str]) -> Subscription:
+    """Exactly one of subscribe, subscribePattern and assign, as in Spark."""
+    given = {name: _get(options, name) for name in ("subscribe", "subscribePattern", "assign")}
+    present = [name for name, value in given.items() if value is not None]
+    if len(present) != 1:
+        raise OptionError(
+            "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must be "
+            f"specified (got {', '.join(present) or 'none'})"
+        )
+    kind = present[0]
+    raw = given[kind] or ""
+    if kind == "subscribe":
+        topics = tuple(t.strip() for t in raw.split(",") if t.strip())
+        if not topics:
+            raise OptionError("option 'subscribe' names no topic")
+        return Subscription("subscribe", topics=topics)
+    if kind == "subscribePattern":
+        if not raw.strip():
+            raise OptionError("option 'subscribePattern' is empty")
+        return Subscription("subscribePattern", pattern=raw.strip())
+    try:
+        parsed = json.loads(raw)
+        partitions = tuple(sorted(
+            (str(topic), int(p)) for topic, ps in parsed.items() for p in ps
+        ))
+    except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
+        raise OptionError(
+            f"option 'assign' must be JSON like {{\"topicA\":[0,1]}}, not {raw!r}"
+        ) from None
+    if not partitions:
+        raise OptionError("option 'assign' names no partition")
+    return Subscription("assign", partitions=partitions)
+
+
+def parse_offset_spec(
+    options: Mapping[str, str], which: Literal["starting", "ending"], default: OffsetSpec
+) -> OffsetSpec:
+    """``<which>Offsets`` / ``<which>Timestamp`` / ``<which>OffsetsByTimestamp``; one at most."""
+    by_offsets = _get(options, f"{which}Offsets")
+    by_timestamp = _get(options, f"{which}Timestamp")
+    by_timestamps = _get(options, f"{which}OffsetsByTimestamp")
+    given = [raw for raw in (by_offsets, by_timestamp, by_timestamps) if raw is not None]
+    if len(given) > 1:
+        raise OptionError(
+            f"use only one of '{which}Offsets', '{which}Timestamp' and "
+            f"'{which}OffsetsByTimestamp'"
+        )
+    if by_timestamp is not None:
+        try:
+            return OffsetSpec("timestamp", timestamp=int(by_timestamp))
+        except ValueError:
+            raise OptionError(
+                f"option '{which}Timestamp' must be milliseconds since the epoch, "
+                f"not {by_timestamp!r}"
+            ) from None
+    if by_timestamps is not None:
+        return OffsetSpec(
+            "timestamps", timestamps=_partition_map(by_timestamps, f"{which}OffsetsByTimestamp")
+        )
+    if by_offsets is None:
+        return default
+    word = by_offsets.strip().lower()
+    if word == "earliest":
+        return EARLIEST_SPEC
+    if word == "latest":
+        return LATEST_SPEC
+    return OffsetSpec("offsets", offsets=_partition_map(by_offsets, f"{which}Offsets"))
+
+
+def _check_batch_bounds(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """Spark's rules: a batch cannot start at latest nor end at earliest."""
+    if starting.kind == "latest" or LATEST in starting.offsets.values():
+        raise OptionError("startingOffsets cannot be latest (-1) for a batch query")
+    if ending.kind == "earliest" or EARLIEST in ending.offsets.values():
+        raise OptionError("endingOffsets cannot be earliest (-2) for a batch query")
+
+
+def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions:
+    """Validate the reader options of a batch (``streaming=False``) or streaming query."""
+    starting = parse_offset_spec(
+        options, "starting", LATEST_SPEC if streaming else EARLIEST_SPEC
+    )
+    ending = parse_offset_spec(options, "ending", LATEST_SPEC)
+    if streaming:
+        if ending != LATEST_SPEC:
+            raise OptionError("ending offsets are not valid in a streaming query")
+    else:
+        _check_batch_bounds(starting, ending)
+        if _get(options, "maxOffsetsPerTrigger") is not None:
+            raise OptionError("option 'maxOffsetsPerTrigger' only applies to streaming queries")
+    strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise OptionError(
+            "option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest'"
+        )
+    return SourceOptions(
+        client_config=client_config(options),
+        subscription=parse_subscription(options),
+        starting=starting,
+        ending=ending,
+        max_offsets_per_trigger=_parse_positive(options, "maxOffsetsPerTrigger"),
+        min_partitions=_parse_positive(options, "minPartitions"),
+        fail_on_data_loss=parse_bool(options, "failOnDataLoss", True),
+        include_headers=parse_bool(options, "includeHeaders", False),
+        poll_timeout_ms=(_parse_positive(options, "kafkaConsumer.pollTimeoutMs")
+                         or DEFAULT_POLL_TIMEOUT_MS),
+        timestamp_strategy="latest" if strategy == "latest" else "error",
+    )
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """The writer's options: ``kafka.*`` and ``topic`` (which overrides a topic column)."""
+    topic = _get(options, "topic")
+    return SinkOptions(client_config=client_config(options),
+                       topic=topic.strip() if topic and topic.strip() else None)
