@@ -10,6 +10,7 @@ from .broker_cmd import broker
 from .configs import config_group
 from .consume import consume
 from .errors import ErrorReportingGroup
+from .group import group_group
 from .produce import produce
 from .topic import topic_group
 
@@ -34,6 +35,7 @@ cli.add_command(topic_group)
 cli.add_command(config_group)
 cli.add_command(produce)
 cli.add_command(consume)
+cli.add_command(group_group)
 
 
 def main() -> None:
