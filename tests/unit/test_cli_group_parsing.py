@@ -32,6 +32,9 @@ def test_bad_topic_partitions(text: str) -> None:
 def test_datetime_with_zone_and_without() -> None:
     assert parse_datetime_ms("1970-01-01T00:00:01.500Z") == 1500
     assert parse_datetime_ms("1970-01-01T01:00:00+01:00") == 0
+    # 1.001 * 1000 is 1000.999... in floating point: the parse must not lose the millisecond.
+    assert parse_datetime_ms("1970-01-01T00:00:01.001Z") == 1001
+    assert parse_datetime_ms("2024-05-01T12:00:05.123+00:00") == 1714564805123
     # Without a zone Kafka's tool takes local time.
     local = datetime(2024, 5, 1, 12, 0, 0).astimezone()
     assert parse_datetime_ms("2024-05-01T12:00:00") == int(local.timestamp() * 1000)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
@@ -28,6 +28,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
+from rich.table import Table
+from rich.text import Text
 
 from .connection import Connection, connection_options
 from .errors import CliError, as_cli_error, describe_kafka_error, kafka_error_of
@@ -91,6 +93,9 @@ def parse_topic_partitions(text: str) -> tuple[str, list[int] | None]:
     return topic, partitions
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def parse_datetime_ms(text: str) -> int:
     """An ISO 8601 date-time as epoch milliseconds; without a zone it is local time.
 
@@ -106,7 +111,8 @@ def parse_datetime_ms(text: str) -> int:
         ) from None
     if moment.tzinfo is None:
         moment = moment.astimezone()  # local time, as Kafka's tool assumes
-    return int(moment.timestamp() * 1000)
+    # Integer arithmetic: a float timestamp times 1000 can land a millisecond early.
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
 def clamp(offset: int, earliest: int, latest: int) -> int:
@@ -314,7 +320,8 @@ def list_groups(conn: Connection, states: tuple[str, ...]) -> None:
         click.echo(f"warning: {detail}", err=True)
     rows = table("Group", "State", "Protocol type")
     for listing in sorted(answer.valid or [], key=lambda g: g.group_id):
-        rows.add_row(
+        _add_row(
+            rows,
             listing.group_id,
             state_name(getattr(listing, "state", None)),
             protocol_type(listing.is_simple_consumer_group),
@@ -339,6 +346,12 @@ class _OffsetRow:
             "lag": lag(self.committed, self.end),
             "member_id": self.member,
         }
+
+
+def _add_row(rows: Table, *cells: str) -> None:
+    """Cells as plain Text: a group or client id like ``[red]x`` must print as typed, not
+    be taken for rich markup."""
+    rows.add_row(*(Text(cell) for cell in cells))
 
 
 def _dash(value: object) -> str:
@@ -413,20 +426,21 @@ def describe(conn: Connection, group: str, fmt: str) -> None:
     console.print(
         f"Group: {group}  State: {state}  "
         f"ProtocolType: {protocol_type(description.is_simple_consumer_group)}  "
-        f"Assignor: {_dash(description.partition_assignor)}  Coordinator: {where}"
+        f"Assignor: {_dash(description.partition_assignor)}  Coordinator: {where}",
+        markup=False,
     )
     if description.members:
         members = table("Member", "Instance", "Client", "Host", "Partitions",
                         title=f"Members ({len(description.members)})")
         for m in sorted(description.members, key=lambda m: m.member_id):
-            members.add_row(m.member_id, _dash(m.group_instance_id), _dash(m.client_id),
+            _add_row(members, m.member_id, _dash(m.group_instance_id), _dash(m.client_id),
                             _dash(m.host), _dash(_assignment_text(m.assignment.topic_partitions)))
         console.print(members)
     else:
         console.print("Members: none (the group is not consuming)")
     offsets = table("Topic", "Partition", "Committed", "End", "Lag", "Member", title="Offsets")
     for row in rows:
-        offsets.add_row(row.topic, str(row.partition), _dash(row.committed), _dash(row.end),
+        _add_row(offsets, row.topic, str(row.partition), _dash(row.committed), _dash(row.end),
                         _dash(lag(row.committed, row.end)), _dash(row.member))
     console.print(offsets)
 
@@ -562,7 +576,7 @@ def reset_offsets(
     new = plan_offsets(strategy, keys, committed, bounds, by_time)
     rows = table("Topic", "Partition", "Current", "New")
     for key in keys:
-        rows.add_row(key[0], str(key[1]), _dash(committed.get(key)), str(new[key]))
+        _add_row(rows, key[0], str(key[1]), _dash(committed.get(key)), str(new[key]))
     stdout_console().print(rows)
     if not execute:
         click.echo("Dry run: no offsets changed (add --execute to apply).", err=True)
