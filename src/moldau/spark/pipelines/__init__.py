@@ -1,0 +1,1 @@
+"""Example pipelines built on the ``moldau`` data source (``moldau pipeline ...``)."""

@@ -1,0 +1,164 @@
+"""Run the activity pipeline: topics, generator, queries, progress lines, clean stop.
+
+Ctrl-C (or SIGTERM) sets one flag; the generator thread sees it within a tick, the
+queries are stopped (Spark finishes or abandons the running micro-batch; the checkpoint
+makes the next start resume from the last committed batch) and the session is closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .generator import GeneratorStats, PageViewGenerator
+from .job import ActivityConfig, start_queries
+
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    rate: float = 50.0
+    malformed_fraction: float = 0.01
+    seed: int | None = None
+
+
+def ensure_topics(bootstrap: str, config: ActivityConfig, partitions: int = 2) -> None:
+    """Create the pipeline's topics when missing (an existing topic is fine)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [config.source_topic, config.dlq_topic, config.counts_topic]
+    existing = admin.list_topics(timeout=30).topics
+    wanted = [NewTopic(n, partitions, 1) for n in names if n not in existing]
+    for name, future in (admin.create_topics(wanted) if wanted else {}).items():
+        with contextlib.suppress(Exception):  # created meanwhile by somebody else
+            future.result(30)
+        del name
+
+
+def build_session(app_name: str = "moldau-activity") -> Any:
+    """A local SparkSession set up for Python data sources (see tests/spark for why)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from ...datasource import MoldauDataSource
+
+    spark = (SparkSession.builder.master("local[2]").appName(app_name)
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(MoldauDataSource)
+    return spark
+
+
+def _lag(progress: Any) -> int | None:
+    """Records between what the query has read and the end of the topic."""
+    try:
+        source = progress["sources"][0]
+        end, latest = source.get("endOffset"), source.get("latestOffset")
+        end = json.loads(end) if isinstance(end, str) else end
+        latest = json.loads(latest) if isinstance(latest, str) else latest
+        if not latest:
+            return None
+        return sum(max(0, int(o) - int((end or {}).get(t, {}).get(p, 0)))
+                   for t, parts in latest.items() for p, o in parts.items())
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+
+
+def progress_line(queries: dict[str, Any], stats: GeneratorStats | None) -> str:
+    parts = []
+    if stats is not None:
+        parts.append(f"generated {stats.produced} ({stats.malformed} malformed)")
+    for name, query in queries.items():
+        progress = query.lastProgress
+        if not progress:
+            parts.append(f"{name}: starting")
+            continue
+        rate = progress["processedRowsPerSecond"] or 0.0
+        lag = _lag(progress)
+        parts.append(f"{name}: batch {progress['batchId']} {rate:,.0f} rows/s"
+                     + (f" lag {lag}" if lag is not None else ""))
+    return " | ".join(parts)
+
+
+class QueryFailed(RuntimeError):
+    """A streaming query of the pipeline stopped with an error."""
+
+
+def _raise_failed(queries: dict[str, Any]) -> None:
+    for name, query in queries.items():
+        error = query.exception()
+        if error is not None:
+            raise QueryFailed(f"query {name} failed: {error}")
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(config: ActivityConfig, generator: GeneratorConfig | None, echo: Echo,
+        progress_every_s: float = 5.0, duration_s: float | None = None,
+        spark: Any = None) -> None:
+    """Run until Ctrl-C/SIGTERM, ``duration_s``, or (available-now) the backlog is done."""
+    ensure_topics(config.bootstrap, config)
+    own_session = spark is None
+    spark = spark or build_session()
+    stop = threading.Event()
+    gen = (PageViewGenerator({"bootstrap.servers": config.bootstrap}, config.source_topic,
+                             generator.rate, generator.malformed_fraction, generator.seed)
+           if generator else None)
+    thread = threading.Thread(target=gen.run, args=(stop,), daemon=True) if gen else None
+    queries: dict[str, Any] = {}
+    deadline = time.monotonic() + duration_s if duration_s else None
+    try:
+        with _stop_on_signals(stop):
+            if thread:
+                thread.start()
+            queries = start_queries(spark, config)
+            echo(f"pipeline running: {config.source_topic} -> {config.counts_topic}, "
+                 f"{config.dlq_topic}, PostgreSQL, {config.archive_dir} (Ctrl-C stops)")
+            next_report = time.monotonic() + progress_every_s
+            while not stop.is_set():
+                if all(not q.isActive for q in queries.values()):
+                    break
+                if deadline and time.monotonic() >= deadline:
+                    break
+                _raise_failed(queries)
+                if time.monotonic() >= next_report:
+                    echo(progress_line(queries, gen.stats if gen else None))
+                    next_report += progress_every_s
+                stop.wait(0.5)
+            _raise_failed(queries)
+    except KeyboardInterrupt:
+        echo("stopping (Ctrl-C)...")
+    finally:
+        stop.set()
+        if thread:
+            thread.join(timeout=60)
+        for query in queries.values():
+            with contextlib.suppress(Exception):
+                query.stop()
+        if queries:
+            echo(progress_line(queries, gen.stats if gen else None))
+        if own_session:
+            spark.stop()
