@@ -8,10 +8,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.stamp-run
 TEST_STAMP := $(VENV)/.stamp-test
-# Debian packages the tests call (kcat is a real-world client the tests drive).
-APT_PACKAGES ?= kcat
+# Debian packages the tests call (kcat is a real-world client the tests drive; Java runs
+# Spark and PostgreSQL stores the activity pipeline's counts in tests/spark).
+APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless
 
-.PHONY: run test lint bench apt-deps clean-venv
+.PHONY: run test lint bench pipeline apt-deps clean-venv
 
 run: $(RUN_STAMP)
 	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA)
@@ -26,6 +27,16 @@ lint: $(TEST_STAMP)
 
 bench:
 	@echo "Benchmarks live in bench/ (throughput and latency, printed as JSON); see bench/ for how to run them."
+
+# The website activity tracking pipeline (Spark) against the broker on $(PORT); when none is
+# listening there, one is started in $(DATA) for the length of the run. Ctrl-C stops both.
+pipeline: $(TEST_STAMP) apt-deps
+	@listening() { $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', $(PORT)), 1)" 2>/dev/null; }; \
+	if listening; then exec $(BIN)/moldau pipeline activity -b 127.0.0.1:$(PORT) $(PIPELINE_ARGS); fi; \
+	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA) & broker=$$!; \
+	trap 'kill $$broker 2>/dev/null; wait $$broker' EXIT; \
+	for i in $$(seq 100); do listening && break; sleep 0.2; done; \
+	$(BIN)/moldau pipeline activity -b 127.0.0.1:$(PORT) $(PIPELINE_ARGS)
 
 # The venv: Debian's python3 needs python3-venv for ensurepip; install it when we can.
 $(BIN)/python:

@@ -1,8 +1,10 @@
 """Run the activity pipeline: topics, generator, queries, progress lines, clean stop.
 
-Ctrl-C (or SIGTERM) sets one flag; the generator thread sees it within a tick, the
-queries are stopped (Spark finishes or abandons the running micro-batch; the checkpoint
-makes the next start resume from the last committed batch) and the session is closed.
+Ctrl-C (or SIGTERM) only sets a flag: PySpark's own SIGINT handler would cancel every
+running Spark job at once, failing the micro-batches in flight with stack traces. On the
+flag the generator thread stops within a tick, each query is stopped once its current
+micro-batch has finished (bounded wait; the checkpoint makes the next start resume from
+the last committed batch anyway) and the session is closed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .generator import GeneratorStats, PageViewGenerator
 from .job import ActivityConfig, start_queries
 
 Echo = Callable[[str], None]
+STOP_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ def build_session(app_name: str = "moldau-activity") -> Any:
              .config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.showConsoleProgress", "false")  # our progress lines instead
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(MoldauDataSource)
@@ -108,12 +112,31 @@ def _raise_failed(queries: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    """SIGINT/SIGTERM set ``stop`` while inside (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def stop_gracefully(queries: dict[str, Any], wait_s: float = STOP_WAIT_S) -> None:
+    """Stop each query between micro-batches when it gets there within ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    for query in queries.values():
+        while query.isActive and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                if not query.status["isTriggerActive"]:
+                    break
+            time.sleep(0.2)
+        with contextlib.suppress(Exception):
+            query.stop()
 
 
 def run(config: ActivityConfig, generator: GeneratorConfig | None, echo: Echo,
@@ -152,13 +175,14 @@ def run(config: ActivityConfig, generator: GeneratorConfig | None, echo: Echo,
     except KeyboardInterrupt:
         echo("stopping (Ctrl-C)...")
     finally:
+        if stop.is_set():
+            echo("stopping...")
         stop.set()
         if thread:
             thread.join(timeout=60)
-        for query in queries.values():
-            with contextlib.suppress(Exception):
-                query.stop()
         if queries:
-            echo(progress_line(queries, gen.stats if gen else None))
+            with contextlib.suppress(Exception):
+                echo(progress_line(queries, gen.stats if gen else None))
+            stop_gracefully(queries)
         if own_session:
             spark.stop()
