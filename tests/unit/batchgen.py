@@ -135,10 +135,19 @@ class DecodedBatch:
     max_timestamp: int
     records: list[Record]
     size: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    #: Offset delta of each record (gaps appear once compaction removed records).
+    offset_deltas: list[int] = field(default_factory=list)
 
     @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
+
+    @property
+    def offsets(self) -> list[int]:
+        return [self.base_offset + delta for delta in self.offset_deltas]
 
 
 def crc_ok(batch: bytes) -> bool:
@@ -153,18 +162,20 @@ def decode_batches(data: bytes) -> list[DecodedBatch]:
     pos = 0
     while pos < len(data):
         fields = HEADER.unpack_from(data, pos)
-        (base, length, epoch, magic, crc, attrs, delta, base_ts, max_ts, _pid, _pe, _seq,
+        (base, length, epoch, magic, crc, attrs, delta, base_ts, max_ts, pid, pe, seq,
          count) = fields
         assert magic == 2
         end = pos + 12 + length
         assert crc_ok(data[pos:end]), "bad CRC"
         records = []
+        deltas = []
         rpos = pos + 61
         for _ in range(count):
             _rlen, rpos = _read_varint(data, rpos)
             rpos += 1  # attributes
             ts_delta, rpos = _read_varint(data, rpos)
-            _odelta, rpos = _read_varint(data, rpos)
+            odelta, rpos = _read_varint(data, rpos)
+            deltas.append(odelta)
             key, rpos = _read_bytes(data, rpos)
             value, rpos = _read_bytes(data, rpos)
             nheaders, rpos = _read_varint(data, rpos)
@@ -177,7 +188,7 @@ def decode_batches(data: bytes) -> list[DecodedBatch]:
             records.append(Record(key, value, base_ts + ts_delta, tuple(headers)))
         assert rpos == end
         out.append(DecodedBatch(base, epoch, crc, attrs, delta, base_ts, max_ts, records,
-                                end - pos))
+                                end - pos, pid, pe, seq, deltas))
         pos = end
     return out
 

@@ -39,6 +39,14 @@ class LogConfig:
     #: Not used by the log itself; carried here because it is a topic config the produce path
     #: needs next to the others.
     min_insync_replicas: int = 1
+    #: How long a tombstone outlives the clean that first compacted it (see compactor.py).
+    delete_retention_ms: int = 86400000
+    #: Dirty share of a compacted log at which the cleaner rewrites it.
+    min_cleanable_dirty_ratio: float = 0.5
+    #: Records at least this young are never compacted.
+    min_compaction_lag_ms: int = 0
+    #: A dirty record older than this makes the log due for cleaning whatever its ratio.
+    max_compaction_lag_ms: int = LONG_MAX
 
     @property
     def log_append_time(self) -> bool:
@@ -49,3 +57,8 @@ class LogConfig:
     def deletes(self) -> bool:
         """True when retention may delete old segments (``cleanup.policy`` contains delete)."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def compacts(self) -> bool:
+        """True when the cleaner compacts the log (``cleanup.policy`` contains compact)."""
+        return "compact" in self.cleanup_policy

