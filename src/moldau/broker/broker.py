@@ -26,6 +26,7 @@ from ..config import (
     to_log_config,
     validate_topic_configs,
 )
+from ..log.cleaner import CleanerConfig, LogCleaner, loop_owner
 from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
 from ..protocol import codec
@@ -103,6 +104,7 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.leader_epoch = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self.cleaner: LogCleaner | None = None
         self._handlers: dict[int, Handler] = {}
         self._open_logs()
 
@@ -278,6 +280,12 @@ class Broker:
         # Kafka's default scheduler interval is Long.MAX, which means "never".
         flush_check_ms = min(self.config.log_flush_scheduler_interval_ms, 1000)
         self._tasks.append(loop.create_task(self._every(flush_check_ms, self._flush)))
+        if self.config.log_cleaner_enable and self.cleaner is None:
+            # Compaction runs on its own thread; it changes logs only through this loop.
+            self.cleaner = LogCleaner(
+                self.logs, CleanerConfig(backoff_ms=self.config.log_cleaner_backoff_ms),
+                owner=loop_owner(loop))
+            self.cleaner.start()
 
     async def _every(self, interval_ms: int, chore: Callable[[], None]) -> None:
         # Clamp to a day so that Long.MAX ("never") does not overflow the loop's timer.
@@ -307,5 +315,8 @@ class Broker:
         self._tasks.clear()
 
     def close(self) -> None:
-        """Close the logs cleanly (flush, checkpoints, clean-shutdown marker)."""
+        """Stop the cleaner, then close the logs (flush, checkpoints, clean-shutdown marker)."""
+        if self.cleaner is not None:
+            self.cleaner.stop()
+            self.cleaner = None
         self.logs.close()
