@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import struct
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
 
 from .clients import consumer, create_topic, produce_all, producer, watermarks
 
@@ -120,3 +127,84 @@ def test_produce_without_key_to_compacted_topic_fails(make_broker: Any, topic_na
     assert err.code() == KafkaError.INVALID_RECORD
     accepted = produce_all(p, topic_name, [{"key": b"k", "value": b"v"}])
     assert not accepted.failed and accepted.acked[0].offset() == 0
+
+
+def empty_batches(partition_dir: Path) -> int:
+    """Header-only batches (recordsCount 0) in a partition's segment files."""
+    count = 0
+    for segment in partition_dir.glob("*.log"):
+        data = segment.read_bytes()
+        pos = 0
+        while pos + 61 <= len(data):
+            length = struct.unpack_from(">i", data, pos + 8)[0]
+            count += struct.unpack_from(">i", data, pos + 57)[0] == 0
+            pos += 12 + length
+    return count
+
+
+def read_with_kafka_python(bootstrap: str, topic: str, high: int) -> list[Entry]:
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                      auto_offset_reset="none", fetch_max_wait_ms=100)
+    got: list[Entry] = []
+    try:
+        tp = KpTopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        deadline = time.monotonic() + 20
+        while not got or got[-1][0] < high - 1:
+            assert time.monotonic() < deadline, f"kafka-python read {len(got)} records"
+            for records in c.poll(timeout_ms=200).values():
+                got.extend((r.offset, r.key, r.value) for r in records)
+    finally:
+        c.close()
+    return got
+
+
+def read_with_aiokafka(bootstrap: str, topic: str, high: int) -> list[Entry]:
+    async def run() -> list[Entry]:
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             enable_auto_commit=False, auto_offset_reset="none",
+                             fetch_max_wait_ms=100)
+        await c.start()
+        got: list[Entry] = []
+        try:
+            tp = AioTopicPartition(topic, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            deadline = time.monotonic() + 20
+            while not got or got[-1][0] < high - 1:
+                assert time.monotonic() < deadline, f"aiokafka read {len(got)} records"
+                for records in (await c.getmany(timeout_ms=200)).values():
+                    got.extend((r.offset, r.key, r.value) for r in records)
+        finally:
+            await c.stop()
+        return got
+
+    return asyncio.run(run())
+
+
+def test_every_client_reads_a_compacted_log_with_gaps_and_empty_batches(
+    make_broker: Any, topic_name: str
+) -> None:
+    """Compaction leaves offset gaps and header-only batches (a group's or producer's last
+    batch whose records all went); librdkafka, kafka-python and aiokafka step over them."""
+    broker = make_broker("log.cleaner.backoff.ms=100")
+    create_topic(broker.bootstrap, topic_name,
+                 config={**TOPIC_CONFIG, "segment.bytes": "400"})
+    p = producer(broker.bootstrap, linger_ms=0, enable_idempotence=True)
+    for i in range(40):  # one batch each: "hot" rewritten all the time, a few cold keys
+        key = b"hot" if i % 4 else f"cold{i}".encode()
+        assert not produce_all(p, topic_name, [{"key": key, "value": str(i).encode()}]).failed
+    time.sleep(0.5)
+    assert not produce_all(p, topic_name, [{"key": b"filler", "value": b"x"}]).failed
+    _, high = watermarks(broker.bootstrap, topic_name)
+
+    def compacted() -> list[Entry] | None:
+        entries = read_all(broker.bootstrap, topic_name)
+        return entries if [k for _, k, _ in entries].count(b"hot") == 1 else None
+
+    expected = wait_for(compacted, 30, "the cleaner to compact the topic")
+    assert len(expected) == 12  # ten cold keys, hot, filler
+    assert empty_batches(broker.data_dir / f"{topic_name}-0") > 0  # what this test is about
+    assert read_with_kafka_python(broker.bootstrap, topic_name, high) == expected
+    assert read_with_aiokafka(broker.bootstrap, topic_name, high) == expected

@@ -552,8 +552,9 @@ def test_stop_while_a_swap_waits_for_the_owner(tmp_path: Path) -> None:
 # -- crashes ----------------------------------------------------------------------------------
 
 
-class Crash(Exception):
-    pass
+class Crash(BaseException):
+    """A simulated kill: not an Exception, so the cleaner's per-log error handling does not
+    swallow it (as nothing would survive a real one)."""
 
 
 def fill_for_crash(directory: Path) -> Harness:
@@ -744,3 +745,26 @@ def test_model(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ..
         for key in seen:
             assert max(o for o, k, _ in stored if k == key) == last_offsets[key]
     h.manager.close()
+
+
+def test_a_failing_log_does_not_stop_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = Harness(tmp_path)
+    other = h.manager.create("other", 0, h.config, now_ms=NOW)
+    for i in range(20):
+        h.put(b"k", str(i).encode())
+        other.append(build_batch([Record(b"k", str(i).encode(), NOW)]), leader_epoch=0,
+                     now_ms=NOW)
+    real = PartitionLog.replace_segments
+
+    def broken(plog: PartitionLog, old: Any, cleaned: Any) -> bool:
+        if plog.topic == TOPIC:
+            raise OSError("disk on fire")
+        return real(plog, old, cleaned)
+
+    monkeypatch.setattr(PartitionLog, "replace_segments", broken)
+    results = h.clean()
+    assert [r.topic for r in results] == ["other"]
+    assert len(h.entries()) == 20
+    assert not [p for p in h.log.directory.iterdir() if p.suffix in (".cleaned", ".swap")]

@@ -214,7 +214,15 @@ class LogCleaner:
         candidates.sort(key=lambda c: (not c.max_lag_exceeded, -c.dirty_ratio))
         results: list[CleanResult] = []
         for cleanable in candidates:
-            result = self._clean(cleanable, now)
+            try:
+                result = self._clean(cleanable, now)
+            except CleanerStoppedError:
+                raise
+            except Exception:
+                # One bad log (I/O error, topic deleted mid-clean) must not stop the others.
+                log.exception("cleaning %s-%d failed", cleanable.snapshot.topic,
+                              cleanable.snapshot.partition)
+                continue
             if result is not None:
                 results.append(result)
                 log.info(
