@@ -74,6 +74,16 @@ def postgres_dsn() -> Iterator[str]:
         server.stop()
 
 
+def fresh_database(server_dsn: str) -> str:
+    """A new empty database on the session's server, so tests never see each other's rows."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
+    return server_dsn.rsplit("/", 1)[0] + "/" + name
+
+
 def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "spark") -> str:
     """A new topic with a unique name."""
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"

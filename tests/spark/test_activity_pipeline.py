@@ -24,6 +24,7 @@ from moldau.spark.pipelines.activity.events import EventFactory, PageView
 from moldau.spark.pipelines.activity.job import ActivityConfig
 from moldau.spark.pipelines.activity.runner import ensure_topics, run
 
+from .conftest import fresh_database
 from .records import consume_all, produce
 
 BASE = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -88,6 +89,7 @@ def _produce_batch(bootstrap: str, topic: str, events: list[PageView],
 
 def test_activity_pipeline_counts_exactly_across_a_restart(
         spark: Any, broker: Any, postgres_dsn: str, tmp_path: Path) -> None:
+    postgres_dsn = fresh_database(postgres_dsn)
     suffix = tmp_path.name[-8:].replace("_", "-").strip("-") or "t"
     config = ActivityConfig(
         bootstrap=broker.bootstrap, postgres_dsn=postgres_dsn,
