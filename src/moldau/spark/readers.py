@@ -155,9 +155,10 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {**begin, **self.lister.earliest(new)}
 
     def _check_vanished(self, begin: Offsets, latest: Offsets) -> None:
+        # A pattern subscription may legitimately lose a topic; a named one may not.
         gone: list[TopicPartition] = [tp for tp in begin if tp not in latest]
-        if gone and self.available_now_target is None and self.options.subscription.kind != (
-                "subscribePattern"):
+        named = self.options.subscription.kind != "subscribePattern"
+        if gone and named and self.available_now_target is None:
             report_data_loss(
                 "partitions " + ", ".join(f"{t}-{p}" for t, p in gone) + " disappeared",
                 self.options.fail_on_data_loss)

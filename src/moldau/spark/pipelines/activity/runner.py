@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .generator import GeneratorStats, PageViewGenerator
@@ -42,10 +43,9 @@ def ensure_topics(bootstrap: str, config: ActivityConfig, partitions: int = 2) -
     names = [config.source_topic, config.dlq_topic, config.counts_topic]
     existing = admin.list_topics(timeout=30).topics
     wanted = [NewTopic(n, partitions, 1) for n in names if n not in existing]
-    for name, future in (admin.create_topics(wanted) if wanted else {}).items():
-        with contextlib.suppress(Exception):  # created meanwhile by somebody else
+    for future in (admin.create_topics(wanted) if wanted else {}).values():
+        with contextlib.suppress(KafkaException):  # created meanwhile by somebody else
             future.result(30)
-        del name
 
 
 def build_session(app_name: str = "moldau-activity") -> Any:
