@@ -8,6 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.stamp-run
 TEST_STAMP := $(VENV)/.stamp-test
+BENCH_STAMP := $(VENV)/.stamp-bench
+# Extra arguments for `python -m bench`, e.g. `make bench BENCH_ARGS=--quick`.
+BENCH_ARGS ?=
 # Debian packages the tests call (kcat is a real-world client the tests drive; Java runs
 # Spark and PostgreSQL stores the activity pipeline's counts in tests/spark).
 APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless
@@ -25,8 +28,12 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-bench:
-	@echo "Benchmarks live in bench/ (throughput and latency, printed as JSON); see bench/ for how to run them."
+# moldau and Tansu side by side (bench/README.md). The peer is downloaded by the harness itself;
+# iperf3 measures the loopback limit. Results go to bench/results/ (git-ignored).
+bench: APT_PACKAGES = kcat iperf3
+bench: export DEBIAN_FRONTEND = noninteractive
+bench: $(BENCH_STAMP) apt-deps
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 # The website activity tracking pipeline (Spark) against the broker on $(PORT); when none is
 # listening there, one is started in $(DATA) for the length of the run. Ctrl-C stops both.
@@ -53,6 +60,10 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e ".[test,dev,spark]"
+	touch $@ $(RUN_STAMP)
+
+$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e ".[bench]"
 	touch $@ $(RUN_STAMP)
 
 # Install missing Debian packages when root; otherwise only say what is missing.
