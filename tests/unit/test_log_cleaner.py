@@ -686,8 +686,10 @@ def test_committed_swap_whose_old_segments_remain_is_completed(tmp_path: Path) -
 
 ops = st.lists(
     st.one_of(
-        st.tuples(st.just("put"), st.sampled_from([b"a", b"b", b"c", b"d", b"e"]),
-                  st.one_of(st.none(), st.binary(min_size=0, max_size=30))),
+        st.tuples(st.just("put"), st.lists(
+            st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", b"e"]),
+                      st.one_of(st.none(), st.binary(min_size=0, max_size=30))),
+            min_size=1, max_size=4)),
         st.tuples(st.just("roll")),
         st.tuples(st.just("clean"), st.integers(min_value=0, max_value=3_000)),
         st.tuples(st.just("reopen")),
@@ -708,10 +710,9 @@ def test_model(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ..
     now = NOW
     checkpoint = 0
     for op in ops:
-        if op[0] == "put":
-            _, key, value = op
-            offset = h.put(key, value, now)
-            appended.append((offset, key, value))
+        if op[0] == "put":  # one batch of one or more records
+            base = h.append(build_batch([Record(k, v, now) for k, v in op[1]]), now)
+            appended.extend((base + i, k, v) for i, (k, v) in enumerate(op[1]))
         elif op[0] == "roll":
             h.log.roll(now)
         elif op[0] == "clean":
@@ -768,3 +769,28 @@ def test_a_failing_log_does_not_stop_the_others(
     assert [r.topic for r in results] == ["other"]
     assert len(h.entries()) == 20
     assert not [p for p in h.log.directory.iterdir() if p.suffix in (".cleaned", ".swap")]
+
+
+def test_a_partition_created_again_does_not_inherit_the_old_checkpoint(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    for i in range(12):
+        h.put(b"k", str(i).encode())
+    [first] = h.clean()
+    assert first.end_offset > 0
+    h.manager.delete(TOPIC, 0)
+    h.log = h.manager.create(TOPIC, 0, h.config, now_ms=NOW)
+    for i in range(30):
+        h.put(f"k{i % 3}".encode(), str(i).encode())
+    [again] = h.clean()
+    assert again.first_dirty_offset == 0
+    below_active = [k for o, k, _ in h.entries() if o < h.log.active_segment.base_offset]
+    assert len(below_active) == len(set(below_active))
+
+
+def test_checkpoint_beyond_the_log_end_restarts_from_the_log_start(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    for i in range(30):
+        h.put(b"k", str(i).encode())
+    (tmp_path / CLEANER_OFFSET_CHECKPOINT).write_text(f"0\n1\n{TOPIC} 0 999\n")
+    [result] = LogCleaner(h.manager).clean_once(NOW)
+    assert result.first_dirty_offset == 0

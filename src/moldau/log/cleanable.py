@@ -73,8 +73,9 @@ class LogSnapshot:
 def take_snapshot(plog: PartitionLog, checkpoint: int | None) -> LogSnapshot:
     """Snapshot ``plog`` on its owner thread; ``checkpoint`` is its cleaner checkpoint.
 
-    A checkpoint outside the log (a deleted and recreated partition, DeleteRecords past it)
-    falls back to the log start, so the whole log counts as dirty, as in Kafka.
+    A checkpoint outside the log (below the log start after retention or DeleteRecords, or
+    beyond its end after a truncation) falls back to the log start, so the whole log counts
+    as dirty, as in Kafka.
     """
     segments = plog.segments
     inactive = tuple(
@@ -84,7 +85,8 @@ def take_snapshot(plog: PartitionLog, checkpoint: int | None) -> LogSnapshot:
     )
     active_base = segments[-1].base_offset
     start = plog.log_start_offset
-    first_dirty = start if checkpoint is None or checkpoint < start else checkpoint
+    outside = checkpoint is None or not start <= checkpoint <= plog.log_end_offset
+    first_dirty = start if outside or checkpoint is None else checkpoint
     first_dirty = min(first_dirty, active_base)
     at = (len(inactive), 0)
     for i, snap in enumerate(inactive):

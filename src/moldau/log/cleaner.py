@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from .swap import CLEANED_SUFFIX
 
 if TYPE_CHECKING:
     from .manager import LogManager
+    from .partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +151,9 @@ class LogCleaner:
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
         #: When a tombstone kept by the last clean may be removed, per log.
         self._tombstone_expiry: dict[TopicPartition, int] = {}
+        #: The log object each partition had at the last pass, to notice a partition that
+        #: was deleted and created again in between (its checkpoint would be a stranger's).
+        self._seen: dict[TopicPartition, weakref.ref[PartitionLog]] = {}
 
     # -- thread ---------------------------------------------------------------------------
 
@@ -247,8 +252,14 @@ class LogCleaner:
         for plog in self.manager.all_logs():
             if not plog.config.compacts:
                 continue
+            tp = (plog.topic, plog.partition)
             offsets = self._checkpoint_of(plog.directory.parent)
-            snapshots.append(take_snapshot(plog, offsets.get((plog.topic, plog.partition))))
+            seen = self._seen.get(tp)
+            if seen is not None and seen() is not plog:
+                offsets.pop(tp, None)
+                self._tombstone_expiry.pop(tp, None)
+            self._seen[tp] = weakref.ref(plog)
+            snapshots.append(take_snapshot(plog, offsets.get(tp)))
         return snapshots
 
     def _save_checkpoint(self, log_dir: Path) -> None:
@@ -264,8 +275,9 @@ class LogCleaner:
                 del offsets[tp]
             if stale:
                 self._save_checkpoint(log_dir)
-        for tp in [tp for tp in self._tombstone_expiry if tp not in live]:
-            del self._tombstone_expiry[tp]
+        for notes in (self._tombstone_expiry, self._seen):
+            for tp in [tp for tp in notes if tp not in live]:
+                del notes[tp]
 
     # -- one log --------------------------------------------------------------------------
 
