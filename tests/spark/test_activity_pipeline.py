@@ -87,6 +87,7 @@ def _produce_batch(bootstrap: str, topic: str, events: list[PageView],
     produce(bootstrap, topic, records)
 
 
+@pytest.mark.timeout(300)  # Spark queries on a busy 2-core machine
 def test_activity_pipeline_counts_exactly_across_a_restart(
         spark: Any, broker: Any, postgres_dsn: str, tmp_path: Path) -> None:
     postgres_dsn = fresh_database(postgres_dsn)

@@ -31,6 +31,7 @@ def _counted_views(dsn: str) -> int:
     return int(row[0]) if row else 0
 
 
+@pytest.mark.timeout(420)  # Spark queries on a busy 2-core machine
 def test_pipeline_command_counts_and_stops_cleanly_on_ctrl_c(
         spark: Any, make_broker: Any, postgres_dsn: str, tmp_path: Path) -> None:
     broker = make_broker()

@@ -54,6 +54,7 @@ def _values(prefix: str, count: int, partitions: int) -> list[dict[str, Any]]:
             for i in range(count)]
 
 
+@pytest.mark.timeout(300)  # Spark queries on a busy 2-core machine
 def test_max_offsets_per_trigger_restart_and_new_partitions(
         spark: Any, broker: Any, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap
@@ -84,6 +85,7 @@ def test_max_offsets_per_trigger_restart_and_new_partitions(
     assert sorted(collector.rows) == sorted((s.partition, s.offset, s.value) for s in second)
 
 
+@pytest.mark.timeout(300)  # Spark queries on a busy 2-core machine
 def test_fail_on_data_loss(spark: Any, broker: Any) -> None:
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException

@@ -35,16 +35,18 @@ _POLL_S = 0.5
 class _Columns:
     """Column lists for one Arrow batch in the Kafka source's row layout."""
 
-    def __init__(self, schema: pa.Schema, include_headers: bool) -> None:
+    def __init__(self, schema: pa.Schema, include_headers: bool, topic: str,
+                 partition: int) -> None:
         self.schema = schema
         self.include_headers = include_headers
+        # One range is one partition: those columns are constants, not per-record calls.
+        self.topic = topic
+        self.partition = partition
         self.clear()
 
     def clear(self) -> None:
         self.key: list[bytes | None] = []
         self.value: list[bytes | None] = []
-        self.topic: list[str] = []
-        self.partition: list[int] = []
         self.offset: list[int] = []
         self.timestamp: list[int | None] = []
         self.timestamp_type: list[int] = []
@@ -56,8 +58,6 @@ class _Columns:
     def add(self, message: Any) -> None:
         self.key.append(message.key())
         self.value.append(message.value())
-        self.topic.append(message.topic())
-        self.partition.append(message.partition())
         self.offset.append(message.offset())
         kind, stamp = message.timestamp()
         # librdkafka: 1 = CreateTime, 2 = LogAppendTime; Spark reports Kafka's 0 and 1.
@@ -68,8 +68,9 @@ class _Columns:
             self.headers.append(list(headers) if headers else None)
 
     def batch(self) -> pa.RecordBatch:
-        arrays = [self.key, self.value, self.topic, self.partition, self.offset,
-                  self.timestamp, self.timestamp_type]
+        rows = len(self.offset)
+        arrays = [self.key, self.value, [self.topic] * rows, [self.partition] * rows,
+                  self.offset, self.timestamp, self.timestamp_type]
         if self.include_headers:
             arrays.append(self.headers)
         columns = [pa.array(values, type=fld.type)
@@ -119,7 +120,7 @@ def _read(consumer: Any, r: OffsetRange, options: SourceOptions,
     if start >= until:
         return
     consumer.assign([KafkaTopicPartition(r.topic, r.partition, start)])
-    columns = _Columns(schema, options.include_headers)
+    columns = _Columns(schema, options.include_headers, r.topic, r.partition)
     timeout_s = options.poll_timeout_ms / 1000
     last_progress = time.monotonic()
     done = False
