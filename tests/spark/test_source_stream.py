@@ -106,3 +106,31 @@ def test_fail_on_data_loss(spark: Any, broker: Any) -> None:
     with pytest.raises((PySparkException, Py4JJavaError, RuntimeError), match="failOnDataLoss"):
         read("true")
     assert read("false") == [s.offset for s in sent if s.offset >= 8]
+
+
+@pytest.mark.timeout(300)  # Spark queries on a busy 2-core machine
+def test_records_deleted_under_a_running_stream(spark: Any, broker: Any,
+                                                tmp_path: Path) -> None:
+    """The executor finds the loss (the range starts below the log start) and obeys the option."""
+    from pyspark.errors import StreamingQueryException
+
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap, partitions=1)
+    produce(bootstrap, topic, _values("d", 20, 1))
+    collector = Collector()
+    checkpoint = tmp_path / "checkpoint"
+    _run_available_now(spark, bootstrap, topic, checkpoint, collector,
+                       startingOffsets="earliest")
+    assert len(collector.rows) == 20
+    later = produce(bootstrap, topic, _values("e", 20, 1))  # offsets 20..39
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 30)]).values():
+        future.result(30)
+
+    collector.rows.clear()
+    with pytest.raises(StreamingQueryException, match="failOnDataLoss"):
+        _run_available_now(spark, bootstrap, topic, checkpoint, collector)
+    assert collector.rows == []
+    _run_available_now(spark, bootstrap, topic, checkpoint, collector, failOnDataLoss="false")
+    assert sorted(collector.rows) == sorted(
+        (s.partition, s.offset, s.value) for s in later if s.offset >= 30)
