@@ -128,19 +128,9 @@ WRITERS: dict[str, Writer] = {
     "aiokafka": _write_aiokafka,
 }
 
-#: librdkafka turns lz4 on only when the broker lists FindCoordinator v0 in ApiVersions (its
-#: stand-in for "Kafka >= 0.8.2"); until moldau serves FindCoordinator, it silently sends
-#: those batches uncompressed, and the codec check below catches that.
-_CONFLUENT_LZ4 = pytest.param(
-    "confluent", "lz4", id="confluent-lz4",
-    marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-        "librdkafka does not compress with lz4: the broker does not advertise FindCoordinator"
-    )),
-)
 CASES = [
     *(pytest.param("confluent", c, id=f"confluent-{c}")
-      for c in ("none", "gzip", "snappy", "zstd")),
-    _CONFLUENT_LZ4,
+      for c in ("none", "gzip", "snappy", "lz4", "zstd")),
     pytest.param("kafka-python", "gzip", id="kafka-python-gzip"),
     pytest.param("kafka-python", "lz4", id="kafka-python-lz4"),
     # aiokafka frames snappy the xerial way, as the Java client does.

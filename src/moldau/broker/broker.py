@@ -33,6 +33,7 @@ from ..protocol import codec
 from ..protocol.apis import API_VERSIONS, SUPPORTED
 from ..protocol.frames import FrameError, parse_request_header, response_header, skip_tagged_fields
 from .errors import ApiError
+from .group_service import GroupService
 from .purgatory import FetchPurgatory
 from .response import Response
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
@@ -75,13 +76,20 @@ def restore_dynamic_configs(config: BrokerConfig, stored: dict[str, str]) -> Bro
 class RequestContext:
     """What a handler needs besides the request: the broker, the header, the response classes."""
 
-    __slots__ = ("broker", "header", "resp", "version")
+    __slots__ = ("broker", "client_host", "header", "resp", "version")
 
-    def __init__(self, broker: Broker, header: Any, version: int, resp: Any) -> None:
+    def __init__(self, broker: Broker, header: Any, version: int, resp: Any,
+                 client_host: str = "") -> None:
         self.broker = broker
         self.header = header
         self.version = version
         self.resp = resp
+        #: The client's address as Kafka reports it in DescribeGroups ("/127.0.0.1").
+        self.client_host = client_host
+
+    @property
+    def client_id(self) -> str:
+        return (getattr(self.header, "client_id", None) or "") if self.header else ""
 
 
 Handler = Callable[[Any, RequestContext], Awaitable[Any]]
@@ -107,6 +115,8 @@ class Broker:
         self.cleaner: LogCleaner | None = None
         self._handlers: dict[int, Handler] = {}
         self._open_logs()
+        self.groups = GroupService(self, now_ms())
+        self.groups.load(now_ms())
 
     # -- topics ------------------------------------------------------------------------------
 
@@ -236,7 +246,7 @@ class Broker:
     def register(self, api_key: int, handler: Handler) -> None:
         self._handlers[api_key] = handler
 
-    async def handle_frame(self, frame: bytes) -> Response | None:
+    async def handle_frame(self, frame: bytes, client_host: str = "") -> Response | None:
         """Decode one request frame, run its handler, and encode the response (None: no reply)."""
         header, offset = parse_request_header(frame)
         key, version = header.api_key, header.api_version
@@ -256,7 +266,8 @@ class Broker:
         if flexible:
             offset = skip_tagged_fields(frame, offset)
         request = codec.decode_request(key, version, frame, offset)
-        ctx = RequestContext(self, header, version, codec.response_module(key, version))
+        ctx = RequestContext(self, header, version, codec.response_module(key, version),
+                             client_host)
         result = await handler(request, ctx)
         if result is None:
             return None
@@ -280,6 +291,7 @@ class Broker:
         # Kafka's default scheduler interval is Long.MAX, which means "never".
         flush_check_ms = min(self.config.log_flush_scheduler_interval_ms, 1000)
         self._tasks.append(loop.create_task(self._every(flush_check_ms, self._flush)))
+        self.groups.start()
         if self.config.log_cleaner_enable and self.cleaner is None:
             # Compaction runs on its own thread; it changes logs only through this loop.
             self.cleaner = LogCleaner(
@@ -309,6 +321,7 @@ class Broker:
             plog.flush_if_due(now)
 
     async def stop_background(self) -> None:
+        await self.groups.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

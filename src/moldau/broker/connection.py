@@ -43,6 +43,7 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self._worker: asyncio.Task[None] | None = None
         self._peer = "?"
+        self._client_host = ""
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -51,6 +52,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._client_host = f"/{peer[0]}" if peer else ""
         self._worker = asyncio.get_running_loop().create_task(self._work())
         self._broker.connections.add(self)
 
@@ -130,7 +132,7 @@ class KafkaConnection(asyncio.Protocol):
                     if self._transport is not None:
                         self._transport.resume_reading()
                 try:
-                    response = await self._broker.handle_frame(frame)
+                    response = await self._broker.handle_frame(frame, self._client_host)
                 except FrameError as exc:
                     self.abort(str(exc))
                     return

@@ -618,6 +618,10 @@ class BrokerConfig:
         return self._int("group.max.size")
 
     @property
+    def offset_metadata_max_bytes(self) -> int:
+        return self._int("offset.metadata.max.bytes")
+
+    @property
     def offsets_topic_num_partitions(self) -> int:
         return self._int("offsets.topic.num.partitions")
 

@@ -229,6 +229,8 @@ _KEYS: list[ConfigKey] = [
               "consumer may ask for.", MEDIUM),
     ConfigKey("group.max.size", INT, INT_MAX, "Most members a group may have.", MEDIUM,
               at_least(1)),
+    ConfigKey("offset.metadata.max.bytes", INT, 4096, "Longest metadata string an offset "
+              "commit may carry.", HIGH),
     ConfigKey("offsets.topic.num.partitions", INT, 50, "Partitions of __consumer_offsets.",
               HIGH, at_least(1)),
     ConfigKey("offsets.topic.replication.factor", SHORT, 3, "Replication factor of "
@@ -346,7 +348,6 @@ KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
     "metrics.recording.level",
     "metrics.sample.window.ms",
     "node.id.generation.enable",
-    "offset.metadata.max.bytes",
     "offsets.topic.compression.codec",
     "password.encoder.secret",
     "port",

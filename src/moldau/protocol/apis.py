@@ -25,6 +25,15 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -35,7 +44,9 @@ DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
+DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
+OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
 
 SUPPORTED: dict[int, ApiRange] = {
@@ -45,6 +56,16 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(FETCH, "Fetch", 4, 17),
         ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),
         ApiRange(METADATA, "Metadata", 0, 12),
+        # OffsetCommit v10 / OffsetFetch v10 name topics by id: not yet.
+        ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9),
+        ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 9),
+        ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 6),
+        ApiRange(JOIN_GROUP, "JoinGroup", 0, 9),
+        ApiRange(HEARTBEAT, "Heartbeat", 0, 4),
+        ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5),
+        ApiRange(SYNC_GROUP, "SyncGroup", 0, 5),
+        ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
+        ApiRange(LIST_GROUPS, "ListGroups", 0, 5),
         ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
         ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7),
         ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 6),
@@ -55,7 +76,9 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
         ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+        ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
         ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+        ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
     )
 }

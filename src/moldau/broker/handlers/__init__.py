@@ -17,8 +17,11 @@ def register_all(broker: Broker) -> None:
         cluster_info,
         configs,
         fetch,
+        group_admin,
+        groups,
         list_offsets,
         metadata,
+        offsets,
         produce,
         producer_ids,
         records,
@@ -40,3 +43,14 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.DESCRIBE_LOG_DIRS, cluster_info.handle_describe_log_dirs)
     broker.register(apis.DESCRIBE_CLUSTER, cluster_info.handle_describe_cluster)
     broker.register(apis.INIT_PRODUCER_ID, producer_ids.handle)
+    broker.register(apis.FIND_COORDINATOR, groups.handle_find_coordinator)
+    broker.register(apis.JOIN_GROUP, groups.handle_join_group)
+    broker.register(apis.SYNC_GROUP, groups.handle_sync_group)
+    broker.register(apis.HEARTBEAT, groups.handle_heartbeat)
+    broker.register(apis.LEAVE_GROUP, groups.handle_leave_group)
+    broker.register(apis.LIST_GROUPS, group_admin.handle_list_groups)
+    broker.register(apis.DESCRIBE_GROUPS, group_admin.handle_describe_groups)
+    broker.register(apis.DELETE_GROUPS, group_admin.handle_delete_groups)
+    broker.register(apis.OFFSET_COMMIT, offsets.handle_offset_commit)
+    broker.register(apis.OFFSET_FETCH, offsets.handle_offset_fetch)
+    broker.register(apis.OFFSET_DELETE, offsets.handle_offset_delete)

@@ -1,0 +1,320 @@
+"""The I/O around the group coordinator: parked requests, ``__consumer_offsets``, one timer.
+
+:class:`~moldau.coordinator.manager.GroupCoordinator` decides; this service carries the
+decisions out on the event loop:
+
+- JoinGroup and SyncGroup wait on an asyncio future under a *waiter token*; the
+  coordinator's replies resolve them, whichever event produced the reply.
+- Writes are appended to the group's ``__consumer_offsets`` partition as ordinary record
+  batches (``AppendOrigin.COORDINATOR``) before anyone hears about them: a committed offset or
+  a SyncGroup assignment is answered only after its append succeeded.
+- One task sleeps until the coordinator's next deadline (sessions, rebalance timeouts,
+  offset expiry) and is woken early when an event brings that deadline forward. No polling.
+- At start-up every ``__consumer_offsets`` partition is replayed into the coordinator,
+  synchronously, before the broker listens; requests in the meantime are impossible, but the
+  ``loading`` flag is kept so handlers answer COORDINATOR_LOAD_IN_PROGRESS should loading
+  ever move off the start-up path.
+
+Members stored in the group metadata are restored as members after a restart, as Kafka does:
+clients that kept running carry on in their generation, the others' sessions expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from ..cluster.metadata import TopicMetadata
+from ..coordinator.effects import Effects, JoinResponse, SyncResponse, Write
+from ..coordinator.group import Group, GroupLimits, JoinRequest
+from ..coordinator.hashing import partition_for
+from ..coordinator.manager import (
+    CommittedOffset,
+    CoordinatorConfig,
+    GroupCoordinator,
+    GroupLoader,
+)
+from ..coordinator.offsets import OffsetAndMetadata, TopicPartition
+from ..coordinator.records import RecordFormatError
+from ..log.errors import LogError, RecordListTooLargeError, RecordTooLargeError
+from ..log.partition_log import AppendOrigin
+from ..log.records_reader import iter_log_records
+from ..log.records_writer import encode_batch
+from .errors import ApiError
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+#: What a parked JoinGroup or SyncGroup is eventually answered with.
+Answer = JoinResponse | SyncResponse
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class GroupService:
+    """The broker's group coordinator; see the module docstring."""
+
+    def __init__(self, broker: Broker, now: int) -> None:
+        self.broker = broker
+        config = broker.config
+        limits = GroupLimits(
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            max_size=config.group_max_size,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        )
+        self.coordinator = GroupCoordinator(
+            CoordinatorConfig(
+                limits=limits,
+                offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+                offsets_retention_ms=config.offsets_retention_ms,
+                offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+            ),
+            now,
+        )
+        self.loading = True
+        self._waiters: dict[int, asyncio.Future[Answer]] = {}
+        self._tokens = itertools.count(1)
+        self._wake: asyncio.Event | None = None
+        self._sleeping_until: int | None = None
+        self._timer: asyncio.Task[None] | None = None
+
+    # -- __consumer_offsets -------------------------------------------------------------------
+
+    def offsets_topic(self, *, create: bool) -> TopicMetadata | None:
+        """The internal topic, created on first use with Kafka's settings for it."""
+        topic = self.broker.metadata.topic(OFFSETS_TOPIC)
+        if topic is None and create:
+            config = self.broker.config
+            topic = self.broker.create_topic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(config.offsets_topic_segment_bytes),
+                "compression.type": "producer",
+            })
+        return topic
+
+    def partition_of(self, group_id: str) -> int | None:
+        """The ``__consumer_offsets`` partition of a group (None before the topic exists)."""
+        topic = self.offsets_topic(create=False)
+        return None if topic is None else partition_for(group_id, topic.partitions)
+
+    def load(self, now: int) -> None:
+        """Replay ``__consumer_offsets`` into the coordinator (start-up, before serving)."""
+        topic = self.offsets_topic(create=False)
+        loader = GroupLoader()
+        records = 0
+        if topic is not None:
+            for partition in range(topic.partitions):
+                plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
+                if plog is None:
+                    continue
+                for record in iter_log_records(plog):
+                    records += 1
+                    try:
+                        loader.apply(record.key, record.value)
+                    except (RecordFormatError, UnicodeDecodeError) as exc:
+                        log.error("%s-%d offset %d: skipping an unreadable record: %s",
+                                  OFFSETS_TOPIC, partition, record.offset, exc)
+        self._apply(self.coordinator.load(loader, now), now)
+        self.loading = False
+        if records:
+            log.info("loaded %d groups from %d records of %s", len(self.coordinator.groups),
+                     records, OFFSETS_TOPIC)
+
+    def _append(self, write: Write, now: int) -> ErrorCode | None:
+        """Append one write to its group's partition; the error code to answer with, if any."""
+        broker = self.broker
+        try:
+            topic = self.offsets_topic(create=True)
+            assert topic is not None
+            partition = partition_for(write.group_id, topic.partitions)
+            plog = broker.partition_log(OFFSETS_TOPIC, partition)
+            if plog is None:
+                return ErrorCode.coordinator_not_available
+            batch = encode_batch(write.records, now)
+            plog.append(batch, leader_epoch=broker.leader_epoch, now_ms=now,
+                        origin=AppendOrigin.COORDINATOR)
+        except (RecordTooLargeError, RecordListTooLargeError) as exc:
+            log.error("group %s: cannot store %d records: %s", write.group_id,
+                      len(write.records), exc)
+            return ErrorCode.unknown_server_error
+        except OSError as exc:
+            log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
+            return ErrorCode.kafka_storage_error
+        except (LogError, ApiError) as exc:
+            log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
+            return ErrorCode.coordinator_not_available
+        plog.high_watermark = plog.log_end_offset
+        broker.purgatory.notify_append((OFFSETS_TOPIC, partition), len(batch))
+        return None
+
+    # -- effects and the timer ----------------------------------------------------------------
+
+    def _apply(self, effects: Effects, now: int) -> None:
+        """Carry out writes (feeding completions back), then resolve parked requests."""
+        queue = collections.deque([effects])
+        while queue:
+            current = queue.popleft()
+            for write in current.writes:
+                error = self._append(write, now)
+                if write.completion is not None:
+                    queue.append(self.coordinator.write_completed(write.completion, error, now))
+            for reply in current.replies:
+                future = self._waiters.pop(reply.token, None)
+                if future is not None and not future.done():
+                    future.set_result(reply.response)
+        deadline = self.coordinator.next_deadline()
+        if (self._wake is not None and self._sleeping_until is not None
+                and deadline < self._sleeping_until):
+            self._wake.set()
+
+    def _park(self) -> tuple[int, asyncio.Future[Answer]]:
+        token = next(self._tokens)
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._waiters[token] = future
+        return token, future
+
+    async def _await(self, token: int, future: asyncio.Future[Answer]) -> Answer:
+        try:
+            return await future
+        finally:
+            self._waiters.pop(token, None)
+
+    def start(self) -> None:
+        """Start the deadline timer on the running loop."""
+        self._wake = asyncio.Event()
+        self._timer = asyncio.get_running_loop().create_task(self._run_timer(self._wake))
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            await asyncio.gather(self._timer, return_exceptions=True)
+            self._timer = None
+        self._wake = None
+
+    async def _run_timer(self, wake: asyncio.Event) -> None:
+        while True:
+            deadline = self.coordinator.next_deadline()
+            self._sleeping_until = deadline
+            delay = max(deadline - now_ms(), 0) / 1000
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout=min(delay, 86_400))
+            self._sleeping_until = None
+            now = now_ms()
+            if now >= self.coordinator.next_deadline():
+                try:
+                    self._apply(self.coordinator.on_timer(now), now)
+                except Exception:
+                    log.exception("group coordinator timer failed")
+
+    # -- the API the handlers use ----------------------------------------------------------
+
+    async def join_group(self, group_id: str, request: JoinRequest, now: int) -> JoinResponse:
+        token, future = self._park()
+        self._apply(self.coordinator.join_group(group_id, request, token, now), now)
+        response = await self._await(token, future)
+        assert isinstance(response, JoinResponse)
+        return response
+
+    async def sync_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        now: int,
+    ) -> SyncResponse:
+        token, future = self._park()
+        self._apply(self.coordinator.sync_group(
+            group_id, member_id, group_instance_id, generation_id, protocol_type,
+            protocol_name, assignments, token, now), now)
+        response = await self._await(token, future)
+        assert isinstance(response, SyncResponse)
+        return response
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                  generation_id: int, now: int) -> ErrorCode:
+        code = self.coordinator.heartbeat(group_id, member_id, group_instance_id,
+                                          generation_id, now)
+        self._apply(Effects(), now)
+        return code
+
+    def leave_group(self, group_id: str, members: Sequence[tuple[str, str | None]],
+                    now: int) -> tuple[ErrorCode, list[ErrorCode]]:
+        top, codes, effects = self.coordinator.leave_group(group_id, members, now)
+        self._apply(effects, now)
+        return top, codes
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        found = self.broker.metadata.topic(topic)
+        return found is not None and 0 <= partition < found.partitions
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Sequence[CommittedOffset],
+        now: int,
+        *,
+        retention_ms: int = -1,
+        unknown_group_error: ErrorCode = ErrorCode.illegal_generation,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """OffsetCommit: answered only once the offsets are in ``__consumer_offsets``."""
+        unknown = {(o.topic, o.partition): ErrorCode.unknown_topic_or_partition
+                   for o in offsets if not self._partition_exists(o.topic, o.partition)}
+        valid = [o for o in offsets if (o.topic, o.partition) not in unknown]
+        plan = self.coordinator.prepare_commit(
+            group_id, member_id, group_instance_id, generation_id, valid, now,
+            retention_ms=retention_ms, unknown_group_error=unknown_group_error)
+        error = None if plan.write is None else self._append(plan.write, now)
+        errors = self.coordinator.complete_commit(plan, error, now)
+        self._apply(Effects(), now)
+        return {**unknown, **errors}
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None
+    ) -> list[tuple[TopicPartition, OffsetAndMetadata | None]]:
+        return self.coordinator.fetch_offsets(group_id, partitions)
+
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition], now: int
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        unknown = {tp: ErrorCode.unknown_topic_or_partition
+                   for tp in partitions if not self._partition_exists(*tp)}
+        top, errors, effects = self.coordinator.delete_offsets(
+            group_id, [tp for tp in partitions if tp not in unknown], now)
+        self._apply(effects, now)
+        if top is not ErrorCode.none:
+            return top, {}
+        return top, {**unknown, **errors}
+
+    def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ()) -> list[Group]:
+        return self.coordinator.list_groups(states, types)
+
+    def describe_group(self, group_id: str) -> Group | None:
+        return self.coordinator.describe_group(group_id)
+
+    def delete_groups(self, group_ids: Sequence[str], now: int) -> dict[str, ErrorCode]:
+        results, effects = self.coordinator.delete_groups(group_ids, now)
+        self._apply(effects, now)
+        return results

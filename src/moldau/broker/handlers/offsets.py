@@ -1,0 +1,148 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete.
+
+A commit is answered after its records are appended to ``__consumer_offsets`` (the service
+does the append before returning). Partitions of topics that do not exist get
+UNKNOWN_TOPIC_OR_PARTITION, the others are judged by the group's rules; one request can mix
+both, as with Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...coordinator.manager import CommittedOffset
+from ...coordinator.offsets import OffsetAndMetadata, TopicPartition
+from ...protocol.codec import build
+from ..broker import RequestContext, now_ms
+from .api_versions import NO_THROTTLE
+from .groups import loading_error, millis
+
+#: OffsetCommit v9 answers a member commit to an unknown group with GROUP_ID_NOT_FOUND.
+_GROUP_ID_NOT_FOUND_FROM = 9
+
+
+def _request_offsets(request: Any) -> list[CommittedOffset]:
+    return [
+        CommittedOffset(
+            topic=topic.name,
+            partition=p.partition_index,
+            offset=p.committed_offset,
+            leader_epoch=getattr(p, "committed_leader_epoch", -1),
+            metadata=p.committed_metadata,
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+
+
+async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
+    m = ctx.resp
+    offsets = _request_offsets(request)
+    code = loading_error(ctx)
+    if code is not None:
+        errors = {(o.topic, o.partition): code for o in offsets}
+    else:
+        retention = getattr(request, "retention_time", None)
+        errors = ctx.broker.groups.commit_offsets(
+            request.group_id,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            request.generation_id_or_member_epoch,
+            offsets,
+            now_ms(),
+            retention_ms=-1 if retention is None else millis(retention),
+            unknown_group_error=(ErrorCode.group_id_not_found
+                                 if ctx.version >= _GROUP_ID_NOT_FOUND_FROM
+                                 else ErrorCode.illegal_generation),
+        )
+    topics = tuple(
+        build(m.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(
+            build(m.OffsetCommitResponsePartition, partition_index=p.partition_index,
+                  error_code=errors[(topic.name, p.partition_index)])
+            for p in topic.partitions))
+        for topic in request.topics
+    )
+    return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+# -- OffsetFetch -------------------------------------------------------------------------------
+
+
+def _fetched_topics(
+    ctx: RequestContext,
+    offsets: Iterable[tuple[TopicPartition, OffsetAndMetadata | None]],
+    partition_error: ErrorCode,
+) -> tuple[Any, ...]:
+    """Response topics, in first-seen order; -1 and "" where nothing is committed."""
+    m = ctx.resp
+    flexible_names = ctx.version >= 8
+    topic_cls = m.OffsetFetchResponseTopics if flexible_names else m.OffsetFetchResponseTopic
+    partition_cls = (m.OffsetFetchResponsePartitions if flexible_names
+                     else m.OffsetFetchResponsePartition)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), committed in offsets:
+        by_topic.setdefault(topic, []).append(build(
+            partition_cls,
+            partition_index=partition,
+            committed_offset=-1 if committed is None else committed.offset,
+            committed_leader_epoch=-1 if committed is None else committed.leader_epoch,
+            metadata="" if committed is None else committed.metadata,
+            error_code=partition_error,
+        ))
+    return tuple(build(topic_cls, name=name, partitions=tuple(parts))
+                 for name, parts in by_topic.items())
+
+
+def _fetch_group(ctx: RequestContext, group_id: str,
+                 topics: Any) -> tuple[ErrorCode, tuple[Any, ...]]:
+    """(group error, response topics) for one group; ``topics`` None means all."""
+    requested: list[TopicPartition] | None = None
+    if topics is not None:
+        requested = [(t.name, p) for t in topics for p in t.partition_indexes]
+    code = loading_error(ctx)
+    if code is not None:
+        if ctx.version < 2 and requested is not None:  # v1 has no group-level error
+            return ErrorCode.none, _fetched_topics(ctx, ((tp, None) for tp in requested), code)
+        return code, ()
+    offsets = ctx.broker.groups.fetch_offsets(group_id, requested)
+    return ErrorCode.none, _fetched_topics(ctx, offsets, ErrorCode.none)
+
+
+async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
+    m = ctx.resp
+    if ctx.version >= 8:
+        groups = []
+        for group in request.groups:
+            code, topics = _fetch_group(ctx, group.group_id, group.topics)
+            groups.append(build(m.OffsetFetchResponseGroup, group_id=group.group_id,
+                                topics=topics, error_code=code))
+        return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    code, topics = _fetch_group(ctx, request.group_id, request.topics)
+    return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics,
+                 error_code=code)
+
+
+# -- OffsetDelete ------------------------------------------------------------------------------
+
+
+async def handle_offset_delete(request: Any, ctx: RequestContext) -> Any:
+    m = ctx.resp
+    requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    top = loading_error(ctx)
+    errors: dict[TopicPartition, ErrorCode] = {}
+    if top is None:
+        top, errors = ctx.broker.groups.delete_offsets(request.group_id, requested, now_ms())
+    topics: tuple[Any, ...] = ()
+    if top is ErrorCode.none:
+        topics = tuple(
+            build(m.OffsetDeleteResponseTopic, name=t.name, partitions=tuple(
+                build(m.OffsetDeleteResponsePartition, partition_index=p.partition_index,
+                      error_code=errors[(t.name, p.partition_index)])
+                for p in t.partitions))
+            for t in request.topics
+        )
+    return build(m.OffsetDeleteResponse, error_code=top, throttle_time=NO_THROTTLE,
+                 topics=topics)
