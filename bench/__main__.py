@@ -15,13 +15,11 @@ import contextlib
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import confluent_kafka
@@ -71,11 +69,6 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _raise_interrupt(signum: int, _frame: FrameType | None) -> None:
-    """SIGTERM/SIGHUP take the same way out as Ctrl-C, so brokers are stopped and dirs removed."""
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     scale = QUICK if args.quick else FULL
@@ -83,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or RESULTS / f"{stamp}-{scale.name}.jsonl"
     console = Console(stderr=True)
     rec = report.Recorder(out, echo=None if args.quiet else sys.stdout)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupt)
-    tmp = Path(tempfile.mkdtemp(prefix="moldau-bench-", dir=args.tmp_dir))
+    # SIGTERM/SIGHUP take the same way out as Ctrl-C: brokers stopped, temp dir removed.
+    procs.route_signals_to_main()
+    tmp = Path(tempfile.mkdtemp(prefix="moldau-sbs-", dir=args.tmp_dir))
     suite: Suite | None = None
     notes: list[str] = []
     interrupted = False
@@ -150,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     limits = rec.limits
     if limits:
         notes.append("limits: " + ", ".join(f"{k} {v:,.0f} MB/s" for k, v in limits.items()))
+    if interrupted:
+        notes.append("INTERRUPTED: the table shows only what was measured before the stop")
     notes.append(f"run took {elapsed:.0f} s; results in {out}")
     report.print_report(rec.samples, limits, notes, Console())
     return 130 if interrupted else 0

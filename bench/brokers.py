@@ -92,8 +92,9 @@ class Broker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def cpu_seconds(self) -> float:
-        return procs.cpu_seconds(self.pid)
+    def thread_cpu(self) -> dict[tuple[int, int], int]:
+        """Per-thread CPU ns of the broker (see :class:`bench.suite.CpuMeter`)."""
+        return procs.thread_cpu_ns(self.pid)
 
     def rss_bytes(self) -> int:
         return procs.rss_bytes(self.pid)

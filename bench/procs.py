@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,17 +24,26 @@ _PR_SET_PDEATHSIG = 1
 # thread of the harness, e.g. librdkafka's, may hold the loader's lock at the fork).
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
 _started: list[subprocess.Popen[Any]] = []
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGKILL it if the harness goes away, even by kill -9."""
+    """Runs in the child before exec: SIGKILL it if the harness goes away, even by kill -9.
+
+    Also undoes :func:`route_signals_to_main`'s blocking, which a child would inherit.
+    """
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def popen(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
-    """Start a child that dies with the harness, and remember it for :func:`kill_all`."""
+    """Start a child that dies with the harness, and remember it for :func:`kill_all`.
+
+    The child gets its own session, so a Ctrl-C in the terminal reaches only the harness,
+    which then stops brokers in order instead of finding them already gone mid-workload.
+    """
     proc: subprocess.Popen[Any] = subprocess.Popen(
-        args, preexec_fn=_die_with_parent, **kwargs
+        args, preexec_fn=_die_with_parent, start_new_session=True, **kwargs
     )
     _started.append(proc)
     return proc
@@ -50,6 +60,33 @@ def stop(proc: subprocess.Popen[Any], timeout: float = 20.0) -> None:
             proc.wait()
     with contextlib.suppress(ValueError):
         _started.remove(proc)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def route_signals_to_main() -> None:
+    """Make Ctrl-C, SIGTERM and SIGHUP interrupt the main thread promptly.
+
+    The kernel hands a process signal to any thread that does not block it; with librdkafka's
+    threads around, the main thread may then sit in a 60 s wait before Python notices. So the
+    stop signals are blocked here, before any client thread exists (threads inherit the mask),
+    and one watcher thread takes them with ``sigwait`` and forwards each to the main thread as
+    SIGUSR1, which interrupts whatever it is waiting in and raises KeyboardInterrupt.
+    Call once, first thing in ``main``.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    signal.signal(signal.SIGUSR1, _interrupt)
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def watch() -> None:
+        while True:
+            signal.sigwait(STOP_SIGNALS)
+            signal.pthread_kill(main, signal.SIGUSR1)
+
+    threading.Thread(target=watch, name="signal-watcher", daemon=True).start()
 
 
 def kill_all() -> None:
@@ -104,17 +141,31 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process tree so far (all threads included), from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+def thread_cpu_ns(pid: int) -> dict[tuple[int, int], int]:
+    """On-CPU nanoseconds of every live thread of a process tree, from /proc/.../schedstat.
+
+    Nanoseconds rather than the 10 ms ticks of /proc/<pid>/stat: a quick workload may cost a
+    broker only a few ticks. Keyed by (pid, tid) so that a window can subtract thread by thread
+    and a thread that exits mid-window does not take its earlier time with it.
+    """
+    out: dict[tuple[int, int], int] = {}
     for p in _descendants(pid):
         try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            tids = os.listdir(f"/proc/{p}/task")
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])
-    return total / ticks
+        for tid in tids:
+            try:
+                out[(p, int(tid))] = int(Path(f"/proc/{p}/task/{tid}/schedstat").read_text()
+                                         .split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def cpu_ns_between(before: dict[tuple[int, int], int], after: dict[tuple[int, int], int]) -> int:
+    """CPU spent between two :func:`thread_cpu_ns` snapshots (threads born in between count)."""
+    return sum(ns - before.get(key, 0) for key, ns in after.items())
 
 
 def rss_bytes(pid: int) -> int:

@@ -147,7 +147,7 @@ def _cell(s: Summary | None) -> str:
 
 def _share(s: Summary | None, limit: float | None) -> str:
     if s is None or s.median is None or not limit:
-        return ""
+        return "-"
     return f"{100 * s.median / limit:.0f}%"
 
 

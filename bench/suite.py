@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import clients, machine
+from . import clients, machine, procs
 from .brokers import Broker, MoldauBroker, TansuBroker
 from .report import Recorder
 
@@ -65,16 +65,17 @@ class CpuMeter:
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self._start = 0.0
+        self._start: dict[tuple[int, int], int] = {}
         self.seconds: float | None = None
 
     def __enter__(self) -> CpuMeter:
-        self._start = self._broker.cpu_seconds()
+        self._start = self._broker.thread_cpu()
         return self
 
     def __exit__(self, *_exc: object) -> None:
         if self._broker.alive():
-            self.seconds = self._broker.cpu_seconds() - self._start
+            end = self._broker.thread_cpu()
+            self.seconds = procs.cpu_ns_between(self._start, end) / 1e9
 
 
 Workload = Callable[[Broker, CpuMeter], dict[str, Any]]
@@ -179,10 +180,10 @@ class Suite:
             metrics = fn(broker, meter)
             if meter.seconds is not None:
                 cpu = meter.seconds
-                metrics["cpu_s"] = round(cpu, 3)
+                metrics["cpu_s"] = round(cpu, 4)
                 moved = metrics.get("records", 0) * metrics.get("record_bytes", 0)
                 if moved:
-                    metrics["cpu_s_per_gb"] = round(cpu / (moved / 1e9), 2)
+                    metrics["cpu_s_per_gb"] = round(cpu / (moved / 1e9), 3)
             if metrics.get("expected") and metrics.get("records", 0) < metrics["expected"]:
                 status = "incomplete"
                 reason += (f"{metrics['records']:,} of {metrics['expected']:,} records within "
