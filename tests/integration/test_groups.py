@@ -538,3 +538,45 @@ def test_bad_group_requests_get_kafka_errors_and_the_group_keeps_working(
         assert heartbeat() == ErrorCode.unknown_member_id
         # An Empty group takes simple commits again.
         assert _commit(c, group, "", -1, topic_name, 0, 50) == ErrorCode.none
+
+
+# -- __consumer_offsets as a topic ----------------------------------------------------------------
+
+
+def test_offsets_topic_is_internal_and_clients_cannot_write_to_it(broker: Any) -> None:
+    from confluent_kafka import KafkaError
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    admin_consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("m")})
+    try:  # any group lookup creates the topic
+        admin_consumer.committed([TopicPartition("whatever", 0)], timeout=10)
+    finally:
+        admin_consumer.close()
+    with WireClient.to(broker.bootstrap) as c:
+        meta = c.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                         include_topic_authorized_operations=False))
+    (offsets_topic,) = [t for t in meta.topics if t.name == "__consumer_offsets"]
+    assert offsets_topic.is_internal and len(offsets_topic.partitions) == 50
+    failures: list[Any] = []
+    p = producer(broker.bootstrap)
+    p.produce("__consumer_offsets", b"junk", partition=0,
+              on_delivery=lambda err, _msg: failures.append(err))
+    p.flush(15)
+    assert [f.code() for f in failures] == [KafkaError.TOPIC_EXCEPTION]
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(broker: Any, topic_name: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    group = unique("deleted")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 5)], asynchronous=False)
+        assert consumer.committed([TopicPartition(topic_name, 0)], timeout=10)[0].offset == 5
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics([topic_name])[topic_name].result(15)
+        create_topic(broker.bootstrap, topic_name, partitions=1)
+        assert consumer.committed([TopicPartition(topic_name, 0)], timeout=10)[0].offset < 0
+    finally:
+        consumer.close()

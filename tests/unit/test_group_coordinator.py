@@ -736,3 +736,14 @@ def test_replay_skips_unknown_record_types() -> None:
     loader.apply(b"\x00\x05whatever", b"\x00\x00")
     loader.apply(None, b"x")
     assert not loader.metadata and not loader.offsets
+
+
+def test_deleted_topics_lose_their_offsets(h: Harness) -> None:
+    h.commit([("gone", 0, 1), ("kept", 0, 2)], group="both")
+    h.commit([("gone", 0, 1), ("gone", 1, 1)], group="only-gone")
+    effects = h.coordinator.remove_topic("gone", h.now)
+    assert dict(h.coordinator.fetch_offsets("both", None)).keys() == {("kept", 0)}
+    assert h.coordinator.group("only-gone") is None  # Empty and nothing left: Dead
+    tombstones = sorted((decode_key(k).group, decode_key(k).partition)
+                        for w in effects.writes for k, v in w.records if v is None)
+    assert tombstones == [("both", 0), ("only-gone", 0), ("only-gone", 1)]

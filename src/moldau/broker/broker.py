@@ -33,7 +33,7 @@ from ..protocol import codec
 from ..protocol.apis import API_VERSIONS, SUPPORTED
 from ..protocol.frames import FrameError, parse_request_header, response_header, skip_tagged_fields
 from .errors import ApiError
-from .group_service import GroupService
+from .group_service import OFFSETS_TOPIC, GroupService
 from .purgatory import FetchPurgatory
 from .response import Response
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
@@ -205,6 +205,8 @@ class Broker:
         for partition in range(topic.partitions):
             self.logs.delete(name, partition)
             self.purgatory.wake_all((name, partition))
+        if name != OFFSETS_TOPIC:
+            self.groups.topic_deleted(name, now_ms())
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:

@@ -169,6 +169,8 @@ class GroupService:
         queue = collections.deque([effects])
         while queue:
             current = queue.popleft()
+            for note in current.notes:
+                log.info("%s", note)
             for write in current.writes:
                 error = self._append(write, now)
                 if write.completion is not None:
@@ -307,6 +309,9 @@ class GroupService:
         if top is not ErrorCode.none:
             return top, {}
         return top, {**unknown, **errors}
+
+    def topic_deleted(self, topic: str, now: int) -> None:
+        self._apply(self.coordinator.remove_topic(topic, now), now)
 
     def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ()) -> list[Group]:
         return self.coordinator.list_groups(states, types)

@@ -101,6 +101,8 @@ class Effects:
 
     replies: list[Reply] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
+    #: What happened to groups, in words, for the broker's log (the machines do no I/O).
+    notes: list[str] = field(default_factory=list)
 
     def reply(self, token: int | None, response: JoinResponse | SyncResponse) -> None:
         if token is not None:
@@ -109,3 +111,4 @@ class Effects:
     def extend(self, other: Effects) -> None:
         self.replies.extend(other.replies)
         self.writes.extend(other.writes)
+        self.notes.extend(other.notes)

@@ -208,7 +208,7 @@ class Group:
         if not self._accepts_joining(req.member_id):
             member = self.members.get(req.member_id)
             if member is not None:
-                self._remove_and_update(member, now, out)
+                self._remove_and_update(member, now, out, "does not fit group.max.size")
             out.reply(token, JoinResponse(ErrorCode.group_max_size_reached))
         elif not req.member_id:
             self._join_new(req, token, now, out)
@@ -274,8 +274,10 @@ class Group:
         elif state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
             # Changed metadata, or the leader asking for a rebalance (e.g. it saw new
             # partitions, which no member's metadata shows).
+            changed = not member.matches(req.protocols)
             self._update_member(member, req, token, out)
-            self._prepare_rebalance(now, out)
+            self._prepare_rebalance(now, out, f"member {member_id} rejoined "
+                                    + ("with new metadata" if changed else "as leader"))
         else:
             self._join_error(token, ErrorCode.unknown_member_id, member_id, out)
         return None
@@ -323,7 +325,7 @@ class Group:
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member_id
         self.pending_members.pop(member_id, None)
-        self._maybe_prepare_rebalance(now, out)
+        self._maybe_prepare_rebalance(now, out, f"member {member_id} joined")
 
     def _update_member(self, member: Member, req: JoinRequest, token: int, out: Effects) -> None:
         member.protocols = req.protocols
@@ -374,10 +376,10 @@ class Group:
                 out.writes.append(Write(self.group_id, (self.metadata_record(assignment),),
                                         completion))
             else:
-                self._prepare_rebalance(now, out)
+                self._prepare_rebalance(now, out, f"static member {new_id} changes the protocol")
         elif self.state is GroupState.COMPLETING_REBALANCE:
             # Members may already hold this generation's answers without the new id: redo it.
-            self._prepare_rebalance(now, out)
+            self._prepare_rebalance(now, out, f"static member {new_id} replaced {old_id}")
         # PreparingRebalance: the member simply waits with everybody else.
 
     # -- rebalance ------------------------------------------------------------------------
@@ -386,11 +388,14 @@ class Group:
         self.state = state
         self.state_timestamp = now
 
-    def _maybe_prepare_rebalance(self, now: int, out: Effects) -> None:
+    def _maybe_prepare_rebalance(self, now: int, out: Effects, reason: str) -> None:
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
-            self._prepare_rebalance(now, out)
+            self._prepare_rebalance(now, out, reason)
 
-    def _prepare_rebalance(self, now: int, out: Effects) -> None:
+    def _prepare_rebalance(self, now: int, out: Effects, reason: str) -> None:
+        out.notes.append(f"preparing to rebalance group {self.group_id} in state "
+                         f"{self.state.value} with old generation {self.generation_id} "
+                         f"({reason})")
         if self.state is GroupState.COMPLETING_REBALANCE:
             self._reset_assignments(ErrorCode.rebalance_in_progress, out)
         self.pending_sync.clear()
@@ -437,8 +442,12 @@ class Group:
             return
         self._init_next_generation(now)
         if self.state is GroupState.EMPTY:
+            out.notes.append(f"group {self.group_id} with generation {self.generation_id} "
+                             "is now empty")
             out.writes.append(Write(self.group_id, (self.metadata_record({}),)))
             return
+        out.notes.append(f"stabilized group {self.group_id} generation {self.generation_id} "
+                         f"with {len(self.members)} members, protocol {self.protocol_name}")
         for member in self.members.values():
             out.reply(member.join_waiter, self._join_answer(member))
             member.join_waiter = None
@@ -545,7 +554,7 @@ class Group:
             return  # the group moved on meanwhile; its waiters were answered then
         if error is not None:
             self._reset_assignments(error, out)
-            self._prepare_rebalance(now, out)
+            self._prepare_rebalance(now, out, f"storing the assignment failed: {error.name}")
             return
         for member in self.members.values():
             member.assignment = done.assignment.get(member.member_id, b"")
@@ -624,7 +633,7 @@ class Group:
             holder = self.static_members.get(group_instance_id or "")
             if group_instance_id is None or holder is None:
                 return ErrorCode.unknown_member_id
-            self._remove_and_update(self.members[holder], now, out)
+            self._remove_and_update(self.members[holder], now, out, "was removed by an admin")
             return ErrorCode.none
         if member_id in self.pending_members:
             del self.pending_members[member_id]
@@ -635,7 +644,7 @@ class Group:
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        self._remove_and_update(member, now, out)
+        self._remove_and_update(member, now, out, "left")
         return ErrorCode.none
 
     def _remove(self, member: Member, out: Effects) -> None:
@@ -651,10 +660,12 @@ class Group:
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
 
-    def _remove_and_update(self, member: Member, now: int, out: Effects) -> None:
+    def _remove_and_update(self, member: Member, now: int, out: Effects, why: str) -> None:
+        reason = f"member {member.member_id} {why}"
+        out.notes.append(f"{reason}; removing it from group {self.group_id}")
         self._remove(member, out)
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(now, out)
+            self._prepare_rebalance(now, out, reason)
         elif self.state is GroupState.PREPARING_REBALANCE:
             self._maybe_complete_join(now, out)
 
@@ -674,14 +685,16 @@ class Group:
                                       or member.sync_waiter is not None):
                 member.heartbeat_deadline = None  # busy rebalancing: cannot heartbeat
             else:
-                self._remove_and_update(member, now, out)
+                self._remove_and_update(member, now, out, "join timed out" if member.is_new
+                                        else "session timed out")
         if self.sync_deadline is not None and self.sync_deadline <= now:
             self.sync_deadline = None
             missing = [self.members[m] for m in self.pending_sync if m in self.members]
             if missing and self.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
                 for member in missing:
                     self._remove(member, out)
-                self._prepare_rebalance(now, out)
+                self._prepare_rebalance(now, out, "members sent no SyncGroup in time: "
+                                        + ", ".join(m.member_id for m in missing))
         if (self.state is GroupState.PREPARING_REBALANCE and self.join_deadline is not None
                 and self.join_deadline <= now):
             self._on_join_deadline(now, out)
@@ -728,7 +741,9 @@ class Group:
         """Whether members consume ``topic``; unknown subscriptions count as yes (safe)."""
         return self.subscribed_topics is None or topic in self.subscribed_topics
 
-    def mark_dead(self, now: int) -> None:
+    def mark_dead(self, now: int, out: Effects) -> None:
+        out.notes.append(f"group {self.group_id} transitioned to Dead in generation "
+                         f"{self.generation_id}")
         self._transition(GroupState.DEAD, now)
 
     # -- records --------------------------------------------------------------------------
@@ -811,4 +826,4 @@ class Group:
         """After loading: a group above ``group.max.size`` rebalances, so the surplus that
         rejoins last is turned away."""
         if len(self.members) > self.limits.max_size:
-            self._prepare_rebalance(now, out)
+            self._prepare_rebalance(now, out, "the group is above group.max.size")

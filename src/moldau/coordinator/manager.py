@@ -371,12 +371,23 @@ class GroupCoordinator:
         """Tombstone removed offsets; an Empty group left without offsets dies with them."""
         records: list[Record] = [tombstone(group.group_id, t, p) for t, p in removed]
         if group.is_empty and not len(group.offsets) and not group.pending_members:
-            group.mark_dead(now)
+            group.mark_dead(now, out)
             self._remove_group(group)
             if group.generation_id > 0:  # generation 0 never wrote a GroupMetadata record
                 records.append(group.tombstone())
         if records:
             out.writes.append(Write(group.group_id, tuple(records)))
+
+    def remove_topic(self, topic: str, now: int) -> Effects:
+        """A topic was deleted: its committed offsets go from every group, as in Kafka."""
+        out = Effects()
+        for group in list(self.groups.values()):
+            removed = [tp for tp, _ in group.offsets if tp[0] == topic]
+            if removed:
+                for tp in removed:
+                    group.offsets.remove(*tp)
+                self._cleanup(group, removed, now, out)
+        return out
 
     def expire_offsets(self, now: int) -> Effects:
         """``offsets.retention.minutes``: drop expired offsets, and Empty groups left bare."""

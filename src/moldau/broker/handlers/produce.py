@@ -27,9 +27,13 @@ from ...protocol.codec import build
 from ...protocol.frames import FrameError
 from ..broker import RequestContext, now_ms
 from ..errors import ApiError
+from ..topic_names import INTERNAL_TOPICS
 from .api_versions import NO_THROTTLE
 
 log = logging.getLogger(__name__)
+
+#: Kafka lets only this client id append to internal topics (its AdminUtils.AdminClientId).
+ADMIN_CLIENT_ID = "__admin_client"
 
 # Most specific first: the first matching class decides the code.
 _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
@@ -104,6 +108,10 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         message: str | None = None
         if acks not in (0, 1, -1):
             code, message = ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1"
+        elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+            # Only the coordinators write there; a stray record would corrupt group state.
+            code = ErrorCode.invalid_topic_exception
+            message = f"Cannot append to internal topic {name}"
         else:
             try:
                 if broker.ensure_topic(name) is None:
