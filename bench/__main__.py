@@ -48,7 +48,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help="smaller workloads (about 3 minutes instead of about 15)")
+                   help="smaller workloads (about 4 minutes instead of about 10)")
     p.add_argument("--reps", type=int, default=3, help="repetitions per workload (default 3)")
     p.add_argument("--only", default=",".join(SECTIONS),
                    help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})")

@@ -222,8 +222,6 @@ class Suite:
             limits["net"] = round(sorted(net)[len(net) // 2], 1)
         if disk:
             limits["disk"] = round(sorted(disk)[len(disk) // 2], 1)
-        if net and disk:
-            limits["net+disk"] = min(limits["net"], limits["disk"])
         self.rec.write({"kind": "limits", **limits, "net_runs": [round(x) for x in net],
                         "disk_runs": [round(x) for x in disk], "notes": notes})
         self.rec.limits = limits
