@@ -88,6 +88,8 @@ def draw(results: Path, out: Path) -> Path:
     if "disk" in limits:
         left.axvline(limits["disk"], color="grey", linestyle="--", linewidth=1)
         left.text(limits["disk"], -0.7, " disk (dd)", fontsize=7, color="grey")
+    # Room for the limit labels right of the last line.
+    left.set_xlim(0, max([left.get_xlim()[1], *limits.values()]) * 1.12)
     left.legend(loc="lower right")
     left.grid(axis="x", alpha=0.3)
 
