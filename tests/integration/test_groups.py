@@ -580,3 +580,22 @@ def test_deleting_a_topic_deletes_its_committed_offsets(broker: Any, topic_name:
         assert consumer.committed([TopicPartition(topic_name, 0)], timeout=10)[0].offset < 0
     finally:
         consumer.close()
+
+
+def test_members_carry_on_after_a_broker_restart(
+        make_broker: Any, topic_name: str, workers: Callable[..., Worker]) -> None:
+    """Members are restored from ``__consumer_offsets``: a consumer that keeps running while
+    the broker restarts stays in its generation, with no rebalance."""
+    server = make_broker()
+    create_topic(server.bootstrap, topic_name, partitions=2)
+    produce_numbered(server.bootstrap, topic_name, 2, 3, "a")
+    member = workers(server.bootstrap, topic_name, unique("restored"))
+    wait_for("the whole topic", lambda: member.assignment() == {0, 1})
+    wait_for("every record committed",
+             lambda: committed_exactly_once([member], Counter({0: 3, 1: 3})))
+    server.kill9()
+    server.start()
+    produce_numbered(server.bootstrap, topic_name, 2, 3, "b")
+    wait_for("every record committed",
+             lambda: committed_exactly_once([member], Counter({0: 6, 1: 6})))
+    assert (member.count("assign"), member.count("revoke"), member.count("lost")) == (1, 0, 0)

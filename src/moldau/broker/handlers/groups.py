@@ -55,7 +55,7 @@ def _locate(ctx: RequestContext, key_type: int) -> ErrorCode:
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.invalid_request
     if ctx.broker.groups.loading:
-        return ErrorCode.coordinator_load_in_progress
+        return ErrorCode.coordinator_not_available  # not ready yet: ask again shortly
     try:
         ctx.broker.groups.offsets_topic(create=True)
     except ApiError:
