@@ -223,6 +223,7 @@ class GroupService:
                     self._apply(self.coordinator.on_timer(now), now)
                 except Exception:
                     log.exception("group coordinator timer failed")
+                    await asyncio.sleep(1)  # a deadline that keeps failing must not spin
 
     # -- the API the handlers use ----------------------------------------------------------
 

@@ -434,6 +434,8 @@ class Group:
             # Dynamic members that did not rejoin in time are out; static ones keep their
             # place until their session expires (they may be restarting).
             if not member.awaiting_join and not member.is_static:
+                out.notes.append(f"member {member.member_id} did not rejoin group "
+                                 f"{self.group_id} in time; removing it")
                 self._remove(member, out)
         if self.members and not self._elect_joined_leader():
             # Only static members that have not rejoined: wait another rebalance timeout,
