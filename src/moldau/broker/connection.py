@@ -44,6 +44,8 @@ class KafkaConnection(asyncio.Protocol):
         self._worker: asyncio.Task[None] | None = None
         self._peer = "?"
         self._client_host = ""
+        # Read once: socket.request.max.bytes is static, and this runs on every frame.
+        self._max_frame = broker.config.socket_request_max_bytes
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -73,7 +75,7 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         buf = self._buffer
         buf += data
-        max_size = self._broker.config.socket_request_max_bytes
+        max_size = self._max_frame
         start = 0
         available = len(buf)
         while available - start >= 4:
