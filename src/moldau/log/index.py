@@ -89,33 +89,35 @@ class _IndexFile:
         self.path = path
 
 
-class OffsetIndex:
-    """Offset -> position index of one segment (``<base>.index``).
+class _SparseIndex:
+    """What both indexes share: two parallel columns in memory, mirrored by an append-only file.
 
-    Entries map the *last* offset of a batch to the position where that batch starts, as
-    Kafka does; looking up the largest entry <= target therefore yields a position at or
-    before the batch holding the target.
+    Each entry is a pair of numbers packed with ``_ENTRY``; the columns keep them unpacked so
+    that :mod:`bisect` can search either one. Subclasses name the columns and add the lookups.
     """
 
-    ENTRY_SIZE = _OFFSET_ENTRY.size
+    _ENTRY: struct.Struct
+    _TYPECODES: tuple[str, str]
 
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
         self.base_offset = base_offset
         self.max_entries = max(1, max_entries)
         self._file = _IndexFile(path)
-        self._relative = array("i")
-        self._positions = array("i")
+        self._first, self._second = self._empty_columns()
+
+    def _empty_columns(self) -> tuple[array[int], array[int]]:
+        return array(self._TYPECODES[0]), array(self._TYPECODES[1])
 
     @property
     def path(self) -> Path:
         return self._file.path
 
     def __len__(self) -> int:
-        return len(self._relative)
+        return len(self._first)
 
     @property
     def is_full(self) -> bool:
-        return len(self._relative) >= self.max_entries
+        return len(self._first) >= self.max_entries
 
     def load(self) -> bool:
         """Read the entries from disk; False when the file is missing or visibly torn."""
@@ -123,78 +125,36 @@ class OffsetIndex:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return False
-        if len(data) % self.ENTRY_SIZE:
+        if len(data) % self._ENTRY.size:
             return False
-        self._relative = array("i")
-        self._positions = array("i")
-        for relative, position in _OFFSET_ENTRY.iter_unpack(data):
-            self._relative.append(relative)
-            self._positions.append(position)
+        self._first, self._second = self._empty_columns()
+        for first, second in self._ENTRY.iter_unpack(data):
+            self._first.append(first)
+            self._second.append(second)
         return True
-
-    def sanity_problem(self, log_size: int) -> str | None:
-        """Cheap consistency check against the log (Kafka-style: first and last entries)."""
-        if not self._relative:
-            return None
-        if self._relative[0] < 0 or self._relative[-1] < self._relative[0]:
-            return "offsets are not increasing"
-        if self._positions[-1] >= log_size or self._positions[-1] < self._positions[0]:
-            return f"last position {self._positions[-1]} is outside the log ({log_size} bytes)"
-        return None
 
     def create(self) -> None:
         self._file.create()
 
-    def append(self, offset: int, position: int) -> None:
-        """Add an entry; offsets and positions must grow (they do: the log is append-only)."""
-        relative = offset - self.base_offset
-        if self._relative and (relative <= self._relative[-1] or position <= self._positions[-1]):
-            raise ValueError(f"index entry ({offset}, {position}) does not follow the last one")
-        self._relative.append(relative)
-        self._positions.append(position)
-        self._file.write(_OFFSET_ENTRY.pack(relative, position))
-
-    def lookup(self, offset: int) -> tuple[int, int]:
-        """(offset, position) of the largest entry <= ``offset``; (base_offset, 0) if none."""
-        i = bisect_right(self._relative, offset - self.base_offset) - 1
-        if i < 0:
-            return self.base_offset, 0
-        return self.base_offset + self._relative[i], self._positions[i]
-
-    def position_floor(self, position: int) -> int:
-        """Largest indexed position <= ``position`` (0 if none): always a batch boundary."""
-        i = bisect_right(self._positions, position) - 1
-        return self._positions[i] if i >= 0 else 0
-
-    def last_entry(self) -> tuple[int, int]:
-        if not self._relative:
-            return self.base_offset, 0
-        return self.base_offset + self._relative[-1], self._positions[-1]
-
-    def truncate(self, offset: int, position: int) -> None:
-        """Drop entries for offsets >= ``offset`` or positions >= ``position``."""
-        keep = min(
-            bisect_right(self._relative, offset - self.base_offset - 1),
-            bisect_right(self._positions, position - 1),
-        )
-        self._keep(keep)
+    def _append_entry(self, first: int, second: int) -> None:
+        self._first.append(first)
+        self._second.append(second)
+        self._file.write(self._ENTRY.pack(first, second))
 
     def _keep(self, count: int) -> None:
-        if count < len(self._relative):
-            del self._relative[count:]
-            del self._positions[count:]
-            self._file.truncate(count * self.ENTRY_SIZE)
+        if count < len(self._first):
+            del self._first[count:]
+            del self._second[count:]
+            self._file.truncate(count * self._ENTRY.size)
 
-    def rebuild(self, entries: Iterable[tuple[int, int]]) -> None:
+    def _rebuild(self, rows: Iterable[tuple[int, int]]) -> None:
         """Replace every entry (recovery), writing the file in one go."""
-        self._relative = array("i")
-        self._positions = array("i")
+        self._first, self._second = self._empty_columns()
         out = bytearray()
-        for offset, position in entries:
-            relative = offset - self.base_offset
-            self._relative.append(relative)
-            self._positions.append(position)
-            out += _OFFSET_ENTRY.pack(relative, position)
+        for first, second in rows:
+            self._first.append(first)
+            self._second.append(second)
+            out += self._ENTRY.pack(first, second)
         self._file.truncate(0)
         self._file.write(bytes(out))
 
@@ -211,73 +171,98 @@ class OffsetIndex:
         self._file.rename(path)
 
 
-class TimeIndex:
+class OffsetIndex(_SparseIndex):
+    """Offset -> position index of one segment (``<base>.index``).
+
+    Entries map the *last* offset of a batch to the position where that batch starts, as
+    Kafka does; looking up the largest entry <= target therefore yields a position at or
+    before the batch holding the target. Columns: relative offset, file position.
+    """
+
+    _ENTRY = _OFFSET_ENTRY
+    _TYPECODES = ("i", "i")
+    ENTRY_SIZE = _OFFSET_ENTRY.size
+
+    def sanity_problem(self, log_size: int) -> str | None:
+        """Cheap consistency check against the log (Kafka-style: first and last entries)."""
+        relative, positions = self._first, self._second
+        if not relative:
+            return None
+        if relative[0] < 0 or relative[-1] < relative[0]:
+            return "offsets are not increasing"
+        if positions[-1] >= log_size or positions[-1] < positions[0]:
+            return f"last position {positions[-1]} is outside the log ({log_size} bytes)"
+        return None
+
+    def append(self, offset: int, position: int) -> None:
+        """Add an entry; offsets and positions must grow (they do: the log is append-only)."""
+        relative = offset - self.base_offset
+        if self._first and (relative <= self._first[-1] or position <= self._second[-1]):
+            raise ValueError(f"index entry ({offset}, {position}) does not follow the last one")
+        self._append_entry(relative, position)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the largest entry <= ``offset``; (base_offset, 0) if none."""
+        i = bisect_right(self._first, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._first[i], self._second[i]
+
+    def position_floor(self, position: int) -> int:
+        """Largest indexed position <= ``position`` (0 if none): always a batch boundary."""
+        i = bisect_right(self._second, position) - 1
+        return self._second[i] if i >= 0 else 0
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self._first:
+            return self.base_offset, 0
+        return self.base_offset + self._first[-1], self._second[-1]
+
+    def truncate(self, offset: int, position: int) -> None:
+        """Drop entries for offsets >= ``offset`` or positions >= ``position``."""
+        keep = min(
+            bisect_right(self._first, offset - self.base_offset - 1),
+            bisect_right(self._second, position - 1),
+        )
+        self._keep(keep)
+
+    def rebuild(self, entries: Iterable[tuple[int, int]]) -> None:
+        """Replace every entry with (offset, position) pairs (recovery)."""
+        self._rebuild((offset - self.base_offset, position) for offset, position in entries)
+
+
+class TimeIndex(_SparseIndex):
     """Timestamp -> offset index of one segment (``<base>.timeindex``).
 
     An entry records the largest timestamp seen so far in the segment and the offset of the
     batch that carried it. Entries are added only when the timestamp grows, so the file is
     monotonic even when producers' CreateTime clocks are not, which is what makes binary
-    search valid.
+    search valid. Columns: timestamp, relative offset.
     """
 
+    _ENTRY = _TIME_ENTRY
+    _TYPECODES = ("q", "i")
     ENTRY_SIZE = _TIME_ENTRY.size
-
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
-        self.base_offset = base_offset
-        self.max_entries = max(1, max_entries)
-        self._file = _IndexFile(path)
-        self._timestamps = array("q")
-        self._relative = array("i")
-
-    @property
-    def path(self) -> Path:
-        return self._file.path
-
-    def __len__(self) -> int:
-        return len(self._timestamps)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._timestamps) >= self.max_entries
-
-    def load(self) -> bool:
-        """Read the entries from disk; False when the file is missing or visibly torn."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            return False
-        if len(data) % self.ENTRY_SIZE:
-            return False
-        self._timestamps = array("q")
-        self._relative = array("i")
-        for timestamp, relative in _TIME_ENTRY.iter_unpack(data):
-            self._timestamps.append(timestamp)
-            self._relative.append(relative)
-        return True
 
     def sanity_problem(self, next_offset: int) -> str | None:
         """Cheap consistency check: monotonic ends, offsets inside the segment."""
-        if not self._timestamps:
+        timestamps, relative = self._first, self._second
+        if not timestamps:
             return None
-        if self._timestamps[-1] < self._timestamps[0] or self._relative[-1] < self._relative[0]:
+        if timestamps[-1] < timestamps[0] or relative[-1] < relative[0]:
             return "entries are not increasing"
-        if self._relative[0] < 0 or self.base_offset + self._relative[-1] >= next_offset:
+        if relative[0] < 0 or self.base_offset + relative[-1] >= next_offset:
             return "entries point outside the segment"
         return None
 
-    def create(self) -> None:
-        self._file.create()
-
     def maybe_append(self, timestamp: int, offset: int) -> bool:
         """Add (timestamp, offset) if the timestamp is newer than the last entry's."""
-        if self._timestamps and timestamp <= self._timestamps[-1]:
+        if self._first and timestamp <= self._first[-1]:
             return False
         relative = offset - self.base_offset
-        if self._relative and relative < self._relative[-1]:
+        if self._second and relative < self._second[-1]:
             raise ValueError(f"time index offset {offset} goes backwards")
-        self._timestamps.append(timestamp)
-        self._relative.append(relative)
-        self._file.write(_TIME_ENTRY.pack(timestamp, relative))
+        self._append_entry(timestamp, relative)
         return True
 
     def lookup(self, timestamp: int, *, strict: bool = False) -> tuple[int, int]:
@@ -285,45 +270,20 @@ class TimeIndex:
 
         Returns (-1, base_offset) when no entry qualifies, i.e. scan from the segment start.
         """
-        i = bisect_right(self._timestamps, timestamp - 1 if strict else timestamp) - 1
+        i = bisect_right(self._first, timestamp - 1 if strict else timestamp) - 1
         if i < 0:
             return -1, self.base_offset
-        return self._timestamps[i], self.base_offset + self._relative[i]
+        return self._first[i], self.base_offset + self._second[i]
 
     def last_entry(self) -> tuple[int, int]:
-        if not self._timestamps:
+        if not self._first:
             return -1, self.base_offset
-        return self._timestamps[-1], self.base_offset + self._relative[-1]
+        return self._first[-1], self.base_offset + self._second[-1]
 
     def truncate(self, offset: int) -> None:
         """Drop entries whose offset is >= ``offset``."""
-        count = bisect_right(self._relative, offset - self.base_offset - 1)
-        if count < len(self._timestamps):
-            del self._timestamps[count:]
-            del self._relative[count:]
-            self._file.truncate(count * self.ENTRY_SIZE)
+        self._keep(bisect_right(self._second, offset - self.base_offset - 1))
 
     def rebuild(self, entries: Iterable[tuple[int, int]]) -> None:
-        """Replace every entry (recovery), writing the file in one go."""
-        self._timestamps = array("q")
-        self._relative = array("i")
-        out = bytearray()
-        for timestamp, offset in entries:
-            relative = offset - self.base_offset
-            self._timestamps.append(timestamp)
-            self._relative.append(relative)
-            out += _TIME_ENTRY.pack(timestamp, relative)
-        self._file.truncate(0)
-        self._file.write(bytes(out))
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close_file(self) -> None:
-        self._file.close()
-
-    def delete(self) -> None:
-        self._file.delete()
-
-    def rename(self, path: Path) -> None:
-        self._file.rename(path)
+        """Replace every entry with (timestamp, offset) pairs (recovery)."""
+        self._rebuild((timestamp, offset - self.base_offset) for timestamp, offset in entries)
