@@ -27,12 +27,19 @@ import contextlib
 import itertools
 import logging
 import time
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from ..cluster.metadata import TopicMetadata
+from ..coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    HeartbeatResponse,
+)
 from ..coordinator.effects import Effects, JoinResponse, SyncResponse, Write
 from ..coordinator.group import Group, GroupLimits, JoinRequest
 from ..coordinator.hashing import partition_for
@@ -92,6 +99,13 @@ class GroupService:
         self._wake: asyncio.Event | None = None
         self._sleeping_until: int | None = None
         self._timer: asyncio.Task[None] | None = None
+        #: KIP-848 groups, in memory only: members rejoin after a restart (their committed
+        #: offsets live in the classic coordinator's ``__consumer_offsets`` state).
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.consumer_config = ConsumerGroupConfig(
+            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            session_timeout_ms=config.group_consumer_session_timeout_ms,
+        )
 
     # -- __consumer_offsets -------------------------------------------------------------------
 
@@ -179,7 +193,7 @@ class GroupService:
                 future = self._waiters.pop(reply.token, None)
                 if future is not None and not future.done():
                     future.set_result(reply.response)
-        deadline = self.coordinator.next_deadline()
+        deadline = self._next_deadline()
         if (self._wake is not None and self._sleeping_until is not None
                 and deadline < self._sleeping_until):
             self._wake.set()
@@ -210,7 +224,7 @@ class GroupService:
 
     async def _run_timer(self, wake: asyncio.Event) -> None:
         while True:
-            deadline = self.coordinator.next_deadline()
+            deadline = self._next_deadline()
             self._sleeping_until = deadline
             delay = max(deadline - now_ms(), 0) / 1000
             wake.clear()
@@ -218,6 +232,7 @@ class GroupService:
                 await asyncio.wait_for(wake.wait(), timeout=min(delay, 86_400))
             self._sleeping_until = None
             now = now_ms()
+            self._expire_consumer_groups(now)
             if now >= self.coordinator.next_deadline():
                 try:
                     self._apply(self.coordinator.on_timer(now), now)
@@ -225,9 +240,55 @@ class GroupService:
                     log.exception("group coordinator timer failed")
                     await asyncio.sleep(1)  # a deadline that keeps failing must not spin
 
+    def _next_deadline(self) -> int:
+        deadline = self.coordinator.next_deadline()
+        for group in self.consumer_groups.values():
+            own = group.next_deadline()
+            if own is not None:
+                deadline = min(deadline, own)
+        return deadline
+
+    def _expire_consumer_groups(self, now: int) -> None:
+        for group in self.consumer_groups.values():
+            for member_id in group.expire(now):
+                log.info("consumer group %s: member %s fenced (session or revocation timeout)",
+                         group.group_id, member_id)
+
+    # -- KIP-848 consumer groups ---------------------------------------------------------------
+
+    def _has_classic_members(self, group_id: str) -> bool:
+        classic = self.coordinator.groups.get(group_id)
+        return classic is not None and bool(classic.members)
+
+    def consumer_heartbeat(
+        self, group_id: str, request: HeartbeatRequest, now: int
+    ) -> HeartbeatResponse:
+        """ConsumerGroupHeartbeat. A classic group with members owns the id: GROUP_ID_NOT_FOUND,
+        as Kafka answers when the group is of the other type."""
+        group = self.consumer_groups.get(group_id)
+        if (group is None or not group.members) and self._has_classic_members(group_id):
+            return HeartbeatResponse(ErrorCode.group_id_not_found,
+                                     f"Group {group_id} is not a consumer group.")
+        if group is None:
+            if request.member_epoch != 0:
+                return HeartbeatResponse(ErrorCode.unknown_member_id,
+                                         f"Member {request.member_id} is not a member.")
+            group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config)
+        topics = {name: t.partitions for name, t in self.broker.metadata.topics().items()}
+        response = group.heartbeat(request, topics, now, lambda: str(uuid.uuid4()))
+        self._apply(Effects(), now)
+        return response
+
+    def active_consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group with this id if it has members (so classic use must wait)."""
+        group = self.consumer_groups.get(group_id)
+        return group if group is not None and group.members else None
+
     # -- the API the handlers use ----------------------------------------------------------
 
     async def join_group(self, group_id: str, request: JoinRequest, now: int) -> JoinResponse:
+        if self.active_consumer_group(group_id) is not None:
+            return JoinResponse(ErrorCode.inconsistent_group_protocol)
         token, future = self._park()
         self._apply(self.coordinator.join_group(group_id, request, token, now), now)
         response = await self._await(token, future)
@@ -286,6 +347,15 @@ class GroupService:
         unknown = {(o.topic, o.partition): ErrorCode.unknown_topic_or_partition
                    for o in offsets if not self._partition_exists(o.topic, o.partition)}
         valid = [o for o in offsets if (o.topic, o.partition) not in unknown]
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and (consumer.members or generation_id >= 0):
+            # A KIP-848 group: the member epoch stands in for the generation. Once accepted,
+            # the offsets are stored as a simple (memberless) commit of the classic state,
+            # which persists them in __consumer_offsets like any other commit.
+            code = consumer.validate_offset_commit(member_id, generation_id)
+            if code is not ErrorCode.none:
+                return {**unknown, **{(o.topic, o.partition): code for o in valid}}
+            member_id, group_instance_id, generation_id = "", None, -1
         plan = self.coordinator.prepare_commit(
             group_id, member_id, group_instance_id, generation_id, valid, now,
             retention_ms=retention_ms, unknown_group_error=unknown_group_error)
@@ -293,6 +363,15 @@ class GroupService:
         errors = self.coordinator.complete_commit(plan, error, now)
         self._apply(Effects(), now)
         return {**unknown, **errors}
+
+    def validate_consumer_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode:
+        """OffsetFetch v9 names the member of a KIP-848 group: it must be current."""
+        consumer = self.consumer_groups.get(group_id)
+        if member_id is None or consumer is None:
+            return ErrorCode.none
+        return consumer.validate_offset_fetch(member_id, member_epoch)
 
     def fetch_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition] | None

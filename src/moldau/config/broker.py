@@ -606,6 +606,14 @@ class BrokerConfig:
         return self._int("group.initial.rebalance.delay.ms")
 
     @property
+    def group_consumer_heartbeat_interval_ms(self) -> int:
+        return self._int("group.consumer.heartbeat.interval.ms")
+
+    @property
+    def group_consumer_session_timeout_ms(self) -> int:
+        return self._int("group.consumer.session.timeout.ms")
+
+    @property
     def group_min_session_timeout_ms(self) -> int:
         return self._int("group.min.session.timeout.ms")
 

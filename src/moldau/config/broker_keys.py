@@ -227,6 +227,11 @@ _KEYS: list[ConfigKey] = [
               "may ask for.", MEDIUM),
     ConfigKey("group.max.session.timeout.ms", INT, 1_800_000, "Largest session timeout a "
               "consumer may ask for.", MEDIUM),
+    ConfigKey("group.consumer.heartbeat.interval.ms", INT, 5000, "Heartbeat interval the "
+              "coordinator gives members of consumer-protocol (KIP-848) groups.", MEDIUM,
+              at_least(1)),
+    ConfigKey("group.consumer.session.timeout.ms", INT, 45_000, "Members of consumer-protocol "
+              "(KIP-848) groups silent this long are fenced.", MEDIUM, at_least(1)),
     ConfigKey("group.max.size", INT, INT_MAX, "Most members a group may have.", MEDIUM,
               at_least(1)),
     ConfigKey("offset.metadata.max.bytes", INT, 4096, "Longest metadata string an offset "

@@ -48,6 +48,8 @@ DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 
 SUPPORTED: dict[int, ApiRange] = {
     r.key: r
@@ -80,5 +82,8 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
         ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+        # KIP-848; v1 regex subscriptions are refused (INVALID_REQUEST).
+        ApiRange(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
+        ApiRange(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
     )
 }

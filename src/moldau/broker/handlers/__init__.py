@@ -16,6 +16,7 @@ def register_all(broker: Broker) -> None:
         api_versions,
         cluster_info,
         configs,
+        consumer_groups,
         fetch,
         group_admin,
         groups,
@@ -54,3 +55,6 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.OFFSET_COMMIT, offsets.handle_offset_commit)
     broker.register(apis.OFFSET_FETCH, offsets.handle_offset_fetch)
     broker.register(apis.OFFSET_DELETE, offsets.handle_offset_delete)
+    broker.register(apis.CONSUMER_GROUP_HEARTBEAT,
+                    consumer_groups.handle_consumer_group_heartbeat)
+    broker.register(apis.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe)

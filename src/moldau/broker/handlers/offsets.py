@@ -96,9 +96,12 @@ def _fetched_topics(
                  for name, parts in by_topic.items())
 
 
-def _fetch_group(ctx: RequestContext, group_id: str,
-                 topics: Any) -> tuple[ErrorCode, tuple[Any, ...]]:
-    """(group error, response topics) for one group; ``topics`` None means all."""
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
+                 member: tuple[str | None, int] = (None, -1)) -> tuple[ErrorCode, tuple[Any, ...]]:
+    """(group error, response topics) for one group; ``topics`` None means all.
+
+    ``member`` is the KIP-848 member id and epoch OffsetFetch v9 may carry.
+    """
     requested: list[TopicPartition] | None = None
     if topics is not None:
         requested = [(t.name, p) for t in topics for p in t.partition_indexes]
@@ -106,6 +109,9 @@ def _fetch_group(ctx: RequestContext, group_id: str,
     if code is not None:
         if ctx.version < 2 and requested is not None:  # v1 has no group-level error
             return ErrorCode.none, _fetched_topics(ctx, ((tp, None) for tp in requested), code)
+        return code, ()
+    code = ctx.broker.groups.validate_consumer_fetch(group_id, *member)
+    if code is not ErrorCode.none:
         return code, ()
     offsets = ctx.broker.groups.fetch_offsets(group_id, requested)
     return ErrorCode.none, _fetched_topics(ctx, offsets, ErrorCode.none)
@@ -116,7 +122,8 @@ async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
     if ctx.version >= 8:
         groups = []
         for group in request.groups:
-            code, topics = _fetch_group(ctx, group.group_id, group.topics)
+            member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
+            code, topics = _fetch_group(ctx, group.group_id, group.topics, member)
             groups.append(build(m.OffsetFetchResponseGroup, group_id=group.group_id,
                                 topics=topics, error_code=code))
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
