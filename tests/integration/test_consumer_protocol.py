@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from .clients import consume, create_topic, produce_all, producer
 
@@ -79,7 +80,7 @@ def test_two_consumers_share_then_one_takes_over(make_broker, topic_name):
     a.close()
 
 
-def test_committed_offsets_resume_in_a_new_consumer(make_broker, topic_name):
+def test_committed_offsets_resume_in_a_new_consumer_after_restart(make_broker, topic_name):
     broker = make_broker(*FAST)
     create_topic(broker.bootstrap, topic_name, partitions=PARTITIONS)
     p = producer(broker.bootstrap)
@@ -94,6 +95,8 @@ def test_committed_offsets_resume_in_a_new_consumer(make_broker, topic_name):
     assert sorted(tp.offset for tp in committed) == [50] * PARTITIONS
     first.close()
     assert len(got) == 200
+    # Membership is in memory only; the offsets are in __consumer_offsets and survive.
+    broker.restart()
 
     produce_all(p, topic_name, ({"value": b"late", "partition": i} for i in range(PARTITIONS)))
     second = _consumer(broker.bootstrap, group)
@@ -101,3 +104,26 @@ def test_committed_offsets_resume_in_a_new_consumer(make_broker, topic_name):
     late = consume(second, PARTITIONS, timeout=30)
     assert {m.value() for m in late} == {b"late"}
     second.close()
+
+
+def test_admin_lists_and_describes_consumer_groups(make_broker, topic_name):
+    broker = make_broker(*FAST)
+    create_topic(broker.bootstrap, topic_name, partitions=PARTITIONS)
+    group = f"kip848-{uuid.uuid4().hex[:8]}"
+    c = _consumer(broker.bootstrap, group)
+    c.subscribe([topic_name])
+    _wait_assignment([c], lambda xs: len(xs[0]) == PARTITIONS)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def listed(types: set[ConsumerGroupType]) -> dict[str, object]:
+        result = admin.list_consumer_groups(types=types).result(timeout=15)
+        return {g.group_id: g for g in result.valid}
+
+    assert listed({ConsumerGroupType.CONSUMER})[group].type == ConsumerGroupType.CONSUMER
+    assert group not in listed({ConsumerGroupType.CLASSIC})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=15)
+    assert str(described.state).endswith("STABLE")
+    assert len(described.members) == 1
+    member = described.members[0]
+    assert sorted(tp.partition for tp in member.assignment.topic_partitions) == [0, 1, 2, 3]
+    c.close()

@@ -400,6 +400,14 @@ class GroupService:
         return self.coordinator.describe_group(group_id)
 
     def delete_groups(self, group_ids: Sequence[str], now: int) -> dict[str, ErrorCode]:
-        results, effects = self.coordinator.delete_groups(group_ids, now)
+        """A KIP-848 group with members is not empty, even though its classic side (which
+        only holds the offsets) is."""
+        busy = {g: ErrorCode.non_empty_group for g in group_ids
+                if self.active_consumer_group(g) is not None}
+        results, effects = self.coordinator.delete_groups(
+            [g for g in group_ids if g not in busy], now)
         self._apply(effects, now)
-        return results
+        for group_id in group_ids:
+            if group_id not in busy and results.get(group_id) is ErrorCode.none:
+                self.consumer_groups.pop(group_id, None)
+        return {**results, **busy}

@@ -10,6 +10,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...coordinator.consumer_protocol import PROTOCOL_TYPE
 from ...coordinator.group import Group, GroupState
 from ...coordinator.manager import CLASSIC_GROUP_TYPE
 from ...protocol.codec import build
@@ -19,6 +20,8 @@ from .groups import loading_error
 
 #: authorized_operations when the client did not ask for them (Kafka's Integer.MIN_VALUE).
 OPERATIONS_NOT_REQUESTED = -(2**31)
+#: ListGroups' group type of KIP-848 groups.
+CONSUMER_GROUP_TYPE = "consumer"
 #: Without an authorizer every group operation is allowed: READ (3), DELETE (6), DESCRIBE (8).
 ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
@@ -27,22 +30,40 @@ async def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     code = loading_error(ctx)
     groups: list[Group] = []
+    states = getattr(request, "states_filter", ())
+    types = getattr(request, "types_filter", ())
+    consumer_groups = ctx.broker.groups.consumer_groups
     if code is None:
         code = ErrorCode.none
-        groups = ctx.broker.groups.list_groups(getattr(request, "states_filter", ()),
-                                               getattr(request, "types_filter", ()))
-    listed = tuple(
+        groups = ctx.broker.groups.list_groups(states, types)
+    # A KIP-848 group is listed once, as type "consumer"; its classic side only holds offsets.
+    listed = [
         build(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
               group_state=g.state.value, group_type=CLASSIC_GROUP_TYPE)
-        for g in groups
-    )
+        for g in groups if g.group_id not in consumer_groups
+    ]
+    wanted_states = {s.lower() for s in states}
+    wanted_types = {t.lower() for t in types}
+    if code is ErrorCode.none and (not wanted_types or CONSUMER_GROUP_TYPE in wanted_types):
+        listed += [
+            build(m.ListedGroup, group_id=group_id, protocol_type=PROTOCOL_TYPE,
+                  group_state=g.state.value, group_type=CONSUMER_GROUP_TYPE)
+            for group_id, g in sorted(consumer_groups.items())
+            if not wanted_states or g.state.value.lower() in wanted_states
+        ]
     return build(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=code,
-                 groups=listed)
+                 groups=tuple(listed))
 
 
 def _described(ctx: RequestContext, group_id: str, operations: int) -> Any:
     m = ctx.resp
     code = loading_error(ctx)
+    if code is None and ctx.broker.groups.active_consumer_group(group_id) is not None:
+        # As Kafka: DescribeGroups is for classic groups; ConsumerGroupDescribe shows these.
+        return build(m.DescribedGroup, error_code=ErrorCode.group_id_not_found,
+                     error_message=f"Group {group_id} is not a classic group.",
+                     group_id=group_id, group_state=GroupState.DEAD.value, protocol_type="",
+                     protocol_data="", members=(), authorized_operations=operations)
     group = None if code is not None else ctx.broker.groups.describe_group(group_id)
     if group is None:
         return build(m.DescribedGroup, error_code=code or ErrorCode.none, group_id=group_id,
