@@ -608,3 +608,46 @@ def test_members_carry_on_after_a_broker_restart(
     wait_for("every record committed",
              lambda: committed_exactly_once([member], Counter({0: 6, 1: 6})))
     assert (member.count("assign"), member.count("revoke"), member.count("lost")) == (1, 0, 0)
+
+
+def test_consumer_offsets_topic_compacts(make_broker: Any, topic_name: str) -> None:
+    """Repeated commits of one key shrink to the latest in ``__consumer_offsets`` (compaction)."""
+    node = make_broker("offsets.topic.num.partitions=1", "offsets.topic.segment.bytes=4096",
+                       "log.cleaner.backoff.ms=200")
+    create_topic(node.bootstrap, topic_name, partitions=1)
+    group = unique("compacting")
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    commits = 300
+    try:
+        for offset in range(1, commits + 1):
+            consumer.commit(offsets=[TopicPartition(topic_name, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+    def stored_commits() -> int:
+        reader = Consumer({"bootstrap.servers": node.bootstrap, "group.id": unique("reader"),
+                           "enable.auto.commit": False, "enable.partition.eof": True})
+        reader.assign([TopicPartition("__consumer_offsets", 0, 0)])
+        count = 0
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                msg = reader.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    break  # partition EOF
+                if msg.key() and topic_name.encode() in msg.key():
+                    count += 1
+        finally:
+            reader.close()
+        return count
+
+    wait_for("the cleaner to compact __consumer_offsets", lambda: stored_commits() < commits // 2)
+    check = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group})
+    try:
+        (committed,) = check.committed([TopicPartition(topic_name, 0)], timeout=10)
+    finally:
+        check.close()
+    assert committed.offset == commits  # the latest commit survived the cleaning
