@@ -68,7 +68,7 @@ def produce(
 def consume(bootstrap: str, topic: str, partitions: int, count: int, size: int) -> dict[str, Any]:
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-        "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
+        "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 1_048_576,
     })
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     start = time.perf_counter()

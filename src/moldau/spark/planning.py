@@ -82,24 +82,31 @@ def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartiti
     """End offsets that admit at most ``limit`` records in total, shared by backlog size.
 
     Spark shares the budget in proportion to each partition's backlog, rounding small shares
-    up so no partition starves; that can exceed the limit by a few records. Here shares are
-    rounded down and the remainder goes to the largest fractions first, so the total is
-    exactly ``min(limit, backlog)`` while every partition with a backlog still moves whenever
-    the budget is at least the number of such partitions.
+    up so no partition starves; that can exceed the limit by a few records. Here, when the
+    budget covers one record per partition with a backlog, each such partition gets that one
+    record first and the rest of the budget is shared in proportion to what is left; shares are
+    rounded down and the remainder goes to the largest fractions. The total is exactly
+    ``min(limit, backlog)``, and no partition starves unless the budget is smaller than the
+    number of partitions with a backlog.
     """
     backlog = {tp: end - start.get(tp, end) for tp, end in latest.items()}
     backlog = {tp: size for tp, size in backlog.items() if size > 0}
     total = sum(backlog.values())
     if total <= limit:
         return dict(latest)
-    shares = {tp: limit * size / total for tp, size in backlog.items()}
-    granted = {tp: int(share) for tp, share in shares.items()}
-    remainder = limit - sum(granted.values())
-    # Partitions that got nothing come first, then the largest fractional parts.
-    order = sorted(backlog, key=lambda tp: (granted[tp] > 0, -(shares[tp] - granted[tp]), tp))
+    floor = 1 if limit >= len(backlog) else 0
+    rest = {tp: size - floor for tp, size in backlog.items()}
+    budget = limit - floor * len(backlog)
+    rest_total = sum(rest.values())  # > budget, since total > limit
+    # Integer shares: granted = floor(budget * size / rest_total), the fraction as a remainder.
+    split = {tp: divmod(budget * size, rest_total) for tp, size in rest.items()}
+    granted = {tp: whole for tp, (whole, _) in split.items()}
+    remainder = budget - sum(granted.values())
+    # Fewer than ``remainder`` shares have no fraction, so only real fractions get the extra one.
+    order = sorted(backlog, key=lambda tp: (-split[tp][1], tp))
     for tp in order[:remainder]:
         granted[tp] += 1
     result = dict(latest)
     for tp, amount in granted.items():
-        result[tp] = start[tp] + min(amount, backlog[tp])
+        result[tp] = start[tp] + floor + amount
     return result
