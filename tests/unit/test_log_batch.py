@@ -16,6 +16,7 @@ from moldau.log.batch import (
     RecoveryScan,
     assign_offsets,
     iter_batch_headers,
+    offset_patched_chunks,
     parse_batches,
 )
 from moldau.log.errors import CorruptRecordError, InvalidRecordError
@@ -150,6 +151,21 @@ def test_assign_offsets_create_time() -> None:
     assert [h.base_offset for h in headers] == [100, 102]
     assert bytes(buf[21:len(a)]) == a[21:]  # CRC-covered bytes untouched
     parse_batches(buf)
+
+
+@pytest.mark.parametrize("append_time", [None, 99_999])
+def test_offset_patched_chunks_match_in_place_patching(append_time: int | None) -> None:
+    records = [Record(b"k", b"v" * 300, 10), Record(None, b"", 20)]
+    data = build_batch(records) + simple_batch(1, timestamp=5) + build_batch(records)
+    expected = bytearray(data)
+    last_expected = assign_offsets(expected, parse_batches(expected), 40, 3, append_time)
+    headers = parse_batches(data)
+    last, chunks = offset_patched_chunks(data, headers, 40, 3, append_time)
+    assert last == last_expected == 44
+    assert b"".join(bytes(c) for c in chunks) == bytes(expected)
+    assert data == bytes(data)  # the request's bytes are never touched
+    assert [h.base_offset for h in headers] == [40, 42, 43]
+    assert all(crc_ok(bytes(expected[h.position : h.end])) for h in headers)
 
 
 def test_assign_offsets_log_append_time_recomputes_crc() -> None:

@@ -182,7 +182,7 @@ def _segment_with(directory: Path, base: int, *batch_offsets: int) -> None:
         buf = bytearray(simple_batch(2, tag=offset))
         headers = parse_batches(buf)
         assign_offsets(buf, headers, offset, 0, None)
-        seg.append(buf, headers)
+        seg.append((buf,), headers)
     seg.close()
 
 

@@ -31,7 +31,7 @@ def append(segment: LogSegment, *batches: bytes) -> list[BatchHeader]:
     buf = bytearray(b"".join(batches))
     headers = parse_batches(buf)
     assign_offsets(buf, headers, segment.next_offset, 0, None)
-    segment.append(buf, headers)
+    segment.append((buf,), headers)
     return headers
 
 

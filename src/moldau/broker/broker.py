@@ -248,7 +248,8 @@ class Broker:
     def register(self, api_key: int, handler: Handler) -> None:
         self._handlers[api_key] = handler
 
-    async def handle_frame(self, frame: bytes, client_host: str = "") -> Response | None:
+    async def handle_frame(self, frame: bytes | memoryview, client_host: str = ""
+                           ) -> Response | None:
         """Decode one request frame, run its handler, and encode the response (None: no reply)."""
         header, offset = parse_request_header(frame)
         key, version = header.api_key, header.api_version

@@ -2,9 +2,10 @@
 
 Kafka clients pipeline requests (several in flight per connection) and expect the responses in
 request order, so each connection has one worker that handles its frames one after another.
-Frames are cut out of the receive buffer as soon as they are complete; a frame that cannot be a
-Kafka request (bad size, garbage header, unknown API) closes this connection only, with one log
-line. Response bodies may contain file ranges, which go to the socket with ``sendfile``.
+The event loop reads straight into buffers of a :class:`~.frame_reader.FrameReader`, which hands
+back each frame as soon as it is complete; a frame that cannot be a Kafka request (bad size,
+garbage header, unknown API) closes this connection only, with one log line. Response bodies
+may contain file ranges, which go to the socket with ``sendfile``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import logging
 import os
 from typing import TYPE_CHECKING, cast
 
-from ..protocol.frames import FrameError, frame_prefix, read_frame_size
+from ..protocol.frames import FrameError, frame_prefix
+from .frame_reader import Frame, FrameReader
 from .response import Response
 
 if TYPE_CHECKING:
@@ -30,11 +32,12 @@ SENDFILE_MIN_BYTES = 64 * 1024
 MAX_QUEUED_FRAMES = 64
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self._buffer = bytearray()
-        self._frames: collections.deque[bytes] = collections.deque()
+        # Read once: socket.request.max.bytes is static, and this runs on every frame.
+        self._reader = FrameReader(broker.config.socket_request_max_bytes)
+        self._frames: collections.deque[Frame] = collections.deque()
         self._frame_ready: asyncio.Event = asyncio.Event()
         self._transport: asyncio.Transport | None = None
         self._can_write: asyncio.Event = asyncio.Event()
@@ -44,8 +47,6 @@ class KafkaConnection(asyncio.Protocol):
         self._worker: asyncio.Task[None] | None = None
         self._peer = "?"
         self._client_host = ""
-        # Read once: socket.request.max.bytes is static, and this runs on every frame.
-        self._max_frame = broker.config.socket_request_max_bytes
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -72,35 +73,26 @@ class KafkaConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._can_write.set()
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buffer
-        buf += data
-        max_size = self._max_frame
-        start = 0
-        available = len(buf)
-        while available - start >= 4:
-            size = read_frame_size(buf, start)
-            if size < 0 or size > max_size:
-                self.abort(
-                    f"frame of {size} bytes is outside 0..socket.request.max.bytes ({max_size})"
-                )
-                return
-            end = start + 4 + size
-            if end > available:
-                break
-            self._frames.append(bytes(buf[start + 4 : end]))
-            start = end
-        if start:
-            del buf[:start]
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self._reader.buffer_updated(nbytes)
+        except FrameError as exc:
+            self.abort(str(exc))
+            return
+        if frames:
+            self._frames.extend(frames)
             self._frame_ready.set()
             if len(self._frames) >= MAX_QUEUED_FRAMES and self._transport is not None:
                 self._transport.pause_reading()
                 self._reading_paused = True
 
     def eof_received(self) -> bool | None:
-        if self._buffer:
-            log.info("connection %s closed in the middle of a %d-byte frame", self._peer,
-                     len(self._buffer))
+        if self._reader.partial_bytes:
+            log.info("connection %s closed in the middle of a frame (%d bytes received)",
+                     self._peer, self._reader.partial_bytes)
         return None
 
     # -- work --------------------------------------------------------------------------------

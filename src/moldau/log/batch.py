@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import crc32c
 
 from .errors import CorruptRecordError, InvalidRecordError
+from .fileio import Chunk
 
 BATCH_HEADER_SIZE = 61
 #: baseOffset + batchLength: the bytes not counted by batchLength.
@@ -229,21 +230,65 @@ def assign_offsets(
     with memoryview(buf) as view:
         for header in headers:
             pos = header.position
-            _INT64.pack_into(view, pos + BASE_OFFSET_POS, offset)
-            _INT32.pack_into(view, pos + PARTITION_LEADER_EPOCH_POS, leader_epoch)
-            header.base_offset = offset
-            header.partition_leader_epoch = leader_epoch
-            if log_append_time_ms is not None:
-                attributes = header.attributes | TIMESTAMP_TYPE_BIT
-                _INT16.pack_into(view, pos + ATTRIBUTES_POS, attributes)
-                _INT64.pack_into(view, pos + MAX_TIMESTAMP_POS, log_append_time_ms)
-                crc = crc32c.crc32c(view[pos + ATTRIBUTES_POS : pos + header.size])
-                _UINT32.pack_into(view, pos + CRC_POS, crc)
-                header.attributes = attributes
-                header.max_timestamp = log_append_time_ms
-                header.crc = crc
+            body = view[pos + BATCH_HEADER_SIZE : pos + header.size]
+            _patch_header(view, pos, header, offset, leader_epoch, log_append_time_ms, body)
             offset += header.last_offset_delta + 1
     return offset - 1
+
+
+def offset_patched_chunks(
+    records: Chunk,
+    headers: Sequence[BatchHeader],
+    base_offset: int,
+    leader_epoch: int,
+    log_append_time_ms: int | None,
+) -> tuple[int, list[Chunk]]:
+    """Like :func:`assign_offsets`, without copying ``records``; return the last offset and chunks.
+
+    Each batch becomes its patched 61-byte header (a small new bytearray) followed by a view of
+    its unchanged body in ``records``, ready for one ``os.writev``. A produce request's record
+    bytes thus reach the page cache without another copy in Python, which is most of the
+    broker's CPU per byte when batches are large.
+    """
+    chunks: list[Chunk] = []
+    offset = base_offset
+    view = memoryview(records)
+    for header in headers:
+        pos = header.position
+        head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
+        body = view[pos + BATCH_HEADER_SIZE : pos + header.size]
+        _patch_header(head, 0, header, offset, leader_epoch, log_append_time_ms, body)
+        chunks.append(head)
+        if len(body):
+            chunks.append(body)
+        offset += header.last_offset_delta + 1
+    return offset - 1, chunks
+
+
+def _patch_header(
+    head: bytearray | memoryview,
+    pos: int,
+    header: BatchHeader,
+    offset: int,
+    leader_epoch: int,
+    log_append_time_ms: int | None,
+    body: bytes | memoryview,
+) -> None:
+    """Patch one batch header at ``head[pos:]``; ``body`` is the rest of the batch (for the CRC)."""
+    _INT64.pack_into(head, pos + BASE_OFFSET_POS, offset)
+    _INT32.pack_into(head, pos + PARTITION_LEADER_EPOCH_POS, leader_epoch)
+    header.base_offset = offset
+    header.partition_leader_epoch = leader_epoch
+    if log_append_time_ms is not None:
+        attributes = header.attributes | TIMESTAMP_TYPE_BIT
+        _INT16.pack_into(head, pos + ATTRIBUTES_POS, attributes)
+        _INT64.pack_into(head, pos + MAX_TIMESTAMP_POS, log_append_time_ms)
+        head_crc = crc32c.crc32c(head[pos + ATTRIBUTES_POS : pos + BATCH_HEADER_SIZE])
+        crc = crc32c.crc32c(body, value=head_crc)
+        _UINT32.pack_into(head, pos + CRC_POS, crc)
+        header.attributes = attributes
+        header.max_timestamp = log_append_time_ms
+        header.crc = crc
 
 
 def iter_batch_headers(

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .errors import LogError
+from .fileio import write_all
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, (data,))
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -269,10 +269,10 @@ def write_cleaned_group(
                 headers.append(read_header(result, 0, len(out)))
                 out += result
                 if len(out) >= _WRITE_CHUNK:
-                    cleaned.append(out, headers)
+                    cleaned.append((out,), headers)
                     out, headers = bytearray(), []
         if headers:
-            cleaned.append(out, headers)
+            cleaned.append((out,), headers)
         cleaned.seal()
         cleaned.flush()
     except BaseException:

@@ -27,6 +27,8 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from pathlib import Path
 
+from .fileio import write_all
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
@@ -49,10 +51,7 @@ class _IndexFile:
         self._open()
 
     def write(self, data: bytes) -> None:
-        fd = self._open()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(self._open(), (data,))
         self._dirty = True
 
     def truncate(self, size: int) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .batch import assign_offsets, check_client_batches, parse_batches
+from .batch import check_client_batches, offset_patched_chunks, parse_batches
 from .checkpoint import fsync_dir
 from .config import LONG_MAX, LogConfig
 from .errors import (
@@ -319,8 +319,9 @@ class PartitionLog:
     ) -> AppendResult:
         """Validate, assign offsets to and append a produce request's record batches.
 
-        One copy (the bytearray patched with offsets, and with the timestamp and CRC under
-        LogAppendTime), one ``os.write``. Raises CorruptRecordError, InvalidRecordError,
+        No copy of the record bytes in Python: each batch's patched header (offsets, and the
+        timestamp and CRC under LogAppendTime) goes out with a view of its body in one
+        ``os.writev``. Raises CorruptRecordError, InvalidRecordError,
         RecordTooLargeError (a batch over ``max.message.bytes``) or RecordListTooLargeError
         (more than a whole segment) without writing anything.
         """
@@ -342,13 +343,13 @@ class PartitionLog:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes of records exceed segment.bytes ({config.segment_bytes})"
             )
-        buf = bytearray(records)
         append_time = now_ms if config.log_append_time else None
         base_offset = self.log_end_offset
-        last_offset = assign_offsets(buf, headers, base_offset, leader_epoch, append_time)
+        last_offset, chunks = offset_patched_chunks(records, headers, base_offset, leader_epoch,
+                                                    append_time)
         max_timestamp = max(header.max_timestamp for header in headers)
-        segment = self._maybe_roll(len(buf), last_offset, max_timestamp, now_ms)
-        segment.append(buf, headers)
+        segment = self._maybe_roll(len(records), last_offset, max_timestamp, now_ms)
+        segment.append(chunks, headers)
         self._epochs.assign(leader_epoch, base_offset)
         count = last_offset - base_offset + 1
         self._unflushed_messages += count

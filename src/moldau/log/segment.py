@@ -25,6 +25,7 @@ from pathlib import Path
 from .batch import NO_TIMESTAMP, BatchHeader, RecoveryScan, iter_batch_headers
 from .errors import CorruptRecordError, LogError
 from .file_slice import FileSlice, ReadHandle
+from .fileio import Chunk, write_all
 from .index import OffsetIndex, TimeIndex
 from .records import iter_record_offsets_and_timestamps
 
@@ -305,22 +306,22 @@ class LogSegment:
             self._write_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
         return self._write_fd
 
-    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchHeader]) -> None:
-        """Append already-offset-assigned batches with one write, then index them.
+    def append(self, chunks: Sequence[Chunk], batches: Sequence[BatchHeader]) -> None:
+        """Append already-offset-assigned batches with one ``writev``, then index them.
 
-        ``batches`` describe ``data`` (their ``position`` is relative to ``data``). Indexing is
-        per batch, so an entry always points at a batch start no matter how many batches one
-        append carries. On a failed write (disk full) the file is cut back to its previous
-        size so the segment never keeps half a batch.
+        ``chunks`` are the batches' bytes in order (see
+        :func:`~moldau.log.batch.offset_patched_chunks`) and ``batches`` describe them, their
+        ``position`` relative to the first chunk. Indexing is per batch, so an entry always
+        points at a batch start no matter how many batches one append carries. On a failed
+        write (disk full) the file is cut back to its previous size so the segment never keeps
+        half a batch.
         """
         if not batches:
             return
         start = self.size
         fd = self._writer()
-        view = memoryview(data)
         try:
-            while view:
-                view = view[os.write(fd, view) :]
+            written = write_all(fd, chunks)
         except OSError:
             os.ftruncate(fd, start)
             raise
@@ -335,7 +336,7 @@ class LogSegment:
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 self._bytes_since_index = 0
             self._bytes_since_index += batch.size
-        self.size = start + len(data)
+        self.size = start + written
         self.next_offset = batches[-1].next_offset
         self._dirty = True
 
