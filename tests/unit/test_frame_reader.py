@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from moldau.broker.buffer_pool import BufferPool
 from moldau.broker.frame_reader import FrameReader
 from moldau.protocol.frames import FrameError
 
@@ -17,9 +19,10 @@ def framed(body: bytes) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def feed(reader: FrameReader, data: bytes, read_sizes: list[int]) -> list[bytes]:
+def feed(reader: FrameReader, data: bytes, read_sizes: list[int],
+         keep_views: bool = False) -> list[Any]:
     """Deliver ``data`` as a socket would: never more than the buffer handed out, in pieces."""
-    frames: list[bytes] = []
+    frames: list[Any] = []
     pos = 0
     sizes = iter(read_sizes)
     while pos < len(data):
@@ -31,7 +34,7 @@ def feed(reader: FrameReader, data: bytes, read_sizes: list[int]) -> list[bytes]
         for frame in reader.buffer_updated(n):
             if isinstance(frame, memoryview):
                 assert frame.readonly
-            frames.append(bytes(frame))
+            frames.append(frame if keep_views else bytes(frame))
     return frames
 
 
@@ -79,3 +82,41 @@ def test_a_size_outside_the_limit_is_refused(size: int) -> None:
     buf[:4] = struct.pack(">i", size)
     with pytest.raises(FrameError, match=r"outside 0\.\.socket\.request\.max\.bytes"):
         reader.buffer_updated(4)
+
+
+def test_a_handled_large_frame_gives_its_buffer_to_the_next_one() -> None:
+    pool = BufferPool()
+    reader = FrameReader(1 << 22, pool, scratch_bytes=1024, direct_bytes=512)
+    first_body, second_body = os.urandom(300_000), os.urandom(200_000)
+    (first,) = feed(reader, framed(first_body), [], keep_views=True)
+    assert isinstance(first, memoryview) and bytes(first) == first_body
+    buffer = first.obj
+    reader.recycle(first)
+    assert pool.pooled_bytes == len(buffer)
+    (second,) = feed(reader, framed(second_body), [], keep_views=True)
+    assert isinstance(second, memoryview) and second.obj is buffer  # reused, not allocated
+    assert bytes(second) == second_body and pool.pooled_bytes == 0
+
+
+def test_small_frames_are_not_pooled() -> None:
+    pool = BufferPool()
+    reader = FrameReader(1 << 20, pool)
+    (frame,) = feed(reader, framed(b"tiny"), [], keep_views=True)
+    reader.recycle(frame)
+    assert pool.pooled_bytes == 0
+
+
+def test_pool_limits_what_it_keeps() -> None:
+    pool = BufferPool(max_pooled_bytes=3 << 20, max_buffer_bytes=2 << 20)
+    big = pool.take(5 << 20)
+    assert len(big) == 5 << 20
+    pool.give(big)  # over max_buffer_bytes: dropped
+    assert pool.pooled_bytes == 0
+    a, b = pool.take(1), pool.take((1 << 20) + 1)
+    assert (len(a), len(b)) == (1 << 20, 2 << 20)  # sizes rounded up to whole MiB
+    pool.give(b)
+    pool.give(a)
+    assert pool.pooled_bytes == 3 << 20
+    pool.give(bytearray(1 << 20))  # would exceed max_pooled_bytes: dropped
+    assert pool.pooled_bytes == 3 << 20
+    assert pool.take(10) is a  # the smallest buffer that fits

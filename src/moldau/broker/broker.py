@@ -32,6 +32,7 @@ from ..log.partition_log import PartitionLog
 from ..protocol import codec
 from ..protocol.apis import API_VERSIONS, SUPPORTED
 from ..protocol.frames import FrameError, parse_request_header, response_header, skip_tagged_fields
+from .buffer_pool import BufferPool
 from .errors import ApiError
 from .group_service import OFFSETS_TOPIC, GroupService
 from .purgatory import FetchPurgatory
@@ -109,6 +110,8 @@ class Broker:
         self.logs = LogManager(log_dirs, cluster_id=self.metadata.cluster_id,
                                node_id=self.node_id)
         self.purgatory = FetchPurgatory()
+        #: Receive buffers for large frames, shared by all connections.
+        self.frame_buffers = BufferPool()
         self.connections: set[KafkaConnection] = set()
         self.leader_epoch = 0
         self._tasks: list[asyncio.Task[None]] = []

@@ -36,7 +36,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         # Read once: socket.request.max.bytes is static, and this runs on every frame.
-        self._reader = FrameReader(broker.config.socket_request_max_bytes)
+        self._reader = FrameReader(broker.config.socket_request_max_bytes, broker.frame_buffers)
         self._frames: collections.deque[Frame] = collections.deque()
         self._frame_ready: asyncio.Event = asyncio.Event()
         self._transport: asyncio.Transport | None = None
@@ -130,6 +130,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 except FrameError as exc:
                     self.abort(str(exc))
                     return
+                finally:
+                    # The request was decoded into objects of its own: the bytes can go.
+                    self._reader.recycle(frame)
+                    del frame
                 if response is not None and not self._closed:
                     await self._send(response)
         except asyncio.CancelledError:
