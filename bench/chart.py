@@ -18,6 +18,8 @@ from .report import PEER, SUBJECT, Summary, load, summarise
 COLOURS = {SUBJECT: "#2a6f97", PEER: "#e07a1f"}
 LATENCY_METRICS = ("ack_p50_ms", "ack_p99_ms", "ack_p999_ms",
                    "e2e_p50_ms", "e2e_p99_ms", "e2e_p999_ms")
+#: The chart shows the issue's latency workload (linger 0); linger 5 is in the table only.
+LATENCY_WORKLOAD = "latency.5k"
 LATENCY_NAMES = ("ack p50", "ack p99", "ack p99.9", "e2e p50", "e2e p99", "e2e p99.9")
 
 
@@ -93,7 +95,8 @@ def draw(results: Path, out: Path) -> Path:
     left.legend(loc="lower right")
     left.grid(axis="x", alpha=0.3)
 
-    lat = {m: {s.broker: s for s in sums if s.metric == m} for m in LATENCY_METRICS}
+    lat = {m: {s.broker: s for s in sums if s.metric == m and s.workload == LATENCY_WORKLOAD}
+           for m in LATENCY_METRICS}
     for i, metric in enumerate(LATENCY_METRICS):
         for j, broker in enumerate((SUBJECT, PEER)):
             _bar(right, i + (j - 0.5) * width, lat[metric].get(broker), width, broker, False,

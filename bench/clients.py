@@ -380,9 +380,9 @@ def _latency_consumer(bootstrap: str, topic: str, partitions: int, expected: int
     results.put(samples)
 
 
-def latency(bootstrap: str, topic: str, partitions: int, rate: int, seconds: float
-            ) -> dict[str, Any]:
-    """Produce-to-ack and produce-to-consume latency at a fixed rate with linger 0.
+def latency(bootstrap: str, topic: str, partitions: int, rate: int, seconds: float,
+            linger_ms: int = 0) -> dict[str, Any]:
+    """Produce-to-ack and produce-to-consume latency at a fixed rate (linger 0 by default).
 
     Warm-up records are sent until the consumer has seen one, so connection set-up is not in
     the figures. Ack latency is librdkafka's own measure (``Message.latency()``: from produce()
@@ -394,7 +394,7 @@ def latency(bootstrap: str, topic: str, partitions: int, rate: int, seconds: flo
     child = ctx.Process(target=_latency_consumer, daemon=True,
                         args=(bootstrap, topic, partitions, total, seconds + 60, ready, results))
     child.start()
-    conf = {**PRODUCER_CONF, "linger.ms": 0}
+    conf = {**PRODUCER_CONF, "linger.ms": linger_ms}
     producer = Producer({"bootstrap.servers": bootstrap, **conf})
     pad = b"\0" * (LATENCY_RECORD_BYTES - _HEADER.size)
     warm_deadline = time.monotonic() + 60
