@@ -2,13 +2,19 @@
 
 Run as ``python group_worker.py '<json>'`` with bootstrap, topic, group and extra consumer
 config. It subscribes, and for every record it processes it commits that record's offset + 1
-synchronously before polling again: the correct way to commit by hand. Everything it sees
-is printed as one JSON object per line, flushed at once, so the test knows every commit that
-succeeded even if the process is killed right after:
+synchronously before polling again: the correct way to commit by hand. A commit refused
+during a rebalance (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION) is retried while the partition
+is still assigned, because a cooperative-sticky member keeps its partitions through the
+rebalance and nobody else will commit those records; a later successful commit of the same
+partition covers it as well. Everything it sees is printed as one JSON object per line, flushed
+at once, so the test knows every commit that succeeded even if the process is killed right
+after:
 
 - ``{"event": "assign" | "revoke" | "lost", "partitions": [...]}`` from the rebalance callbacks
   (the whole assignment with eager assignors, the increment with cooperative-sticky);
-- ``{"event": "committed" | "commit_failed", "partition": p, "offset": o}`` per record;
+- ``{"event": "committed" | "commit_failed", "partition": p, "offset": o}`` per record (a
+  record whose commit failed gets its ``committed`` event when a retry or a later commit of
+  its partition succeeds);
 - ``{"event": "closed"}`` after a clean close (SIGTERM), which sends LeaveGroup.
 """
 
@@ -46,28 +52,50 @@ def main() -> None:
         **settings.get("config", {}),
     })
 
+    # Records processed whose commit failed, by partition, still to be committed.
+    uncommitted: dict[int, list[int]] = {}
+
     def callback(name: str) -> Any:
         def report(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            if name != "assign":  # the next owner reads these records again and commits them
+                for p in partitions:
+                    uncommitted.pop(p.partition, None)
             emit(event=name, partitions=sorted(p.partition for p in partitions))
         return report
 
-    consumer.subscribe([settings["topic"]], on_assign=callback("assign"),
+    def commit(partition: int, offset: int) -> None:
+        """Commit ``offset`` + 1; on success report it and every earlier record it covers."""
+        try:
+            consumer.commit(offsets=[TopicPartition(topic, partition, offset + 1)],
+                            asynchronous=False)
+        except KafkaException as exc:
+            emit(event="commit_failed", error=str(exc), partition=partition, offset=offset)
+            pending = uncommitted.setdefault(partition, [])
+            if offset not in pending:
+                pending.append(offset)
+            return
+        for earlier in uncommitted.pop(partition, []):
+            if earlier != offset:
+                emit(event="committed", partition=partition, offset=earlier)
+        emit(event="committed", partition=partition, offset=offset)
+
+    topic = settings["topic"]
+    consumer.subscribe([topic], on_assign=callback("assign"),
                        on_revoke=callback("revoke"), on_lost=callback("lost"))
     emit(event="started")
     while not stopping:
         msg = consumer.poll(0.1)
         if msg is None:
+            # Idle: retry refused commits of partitions this member still owns. Nothing after
+            # the latest of them was processed, so committing it never moves an offset back.
+            owned = {p.partition for p in consumer.assignment()}
+            for partition in [p for p in uncommitted if p in owned]:
+                commit(partition, max(uncommitted[partition]))
             continue
         if msg.error() is not None:
             emit(event="error", error=str(msg.error()))
             continue
-        where = {"partition": msg.partition(), "offset": msg.offset()}
-        try:
-            consumer.commit(message=msg, asynchronous=False)
-        except KafkaException as exc:
-            emit(event="commit_failed", error=str(exc), **where)
-        else:
-            emit(event="committed", **where)
+        commit(msg.partition(), msg.offset())
     consumer.close()
     emit(event="closed")
 

@@ -61,14 +61,16 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def wait_for(what: str, condition: Callable[[], Any], timeout: float = BOUND_S) -> Any:
+def wait_for(what: str, condition: Callable[[], Any], timeout: float = BOUND_S,
+             detail: Callable[[], str] | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = condition()
         if result:
             return result
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+    extra = f": {detail()}" if detail is not None else ""
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{extra}")
 
 
 def produce_numbered(bootstrap: str, topic: str, partitions: int, per_partition: int,
@@ -166,6 +168,15 @@ def balanced(members: Iterable[Worker], partitions: int) -> bool:
             and union == frozenset(range(partitions)))
 
 
+def commit_report(members: Iterable[Worker], expected: Counter[int]) -> str:
+    """What is missing, and every failed commit or error the members reported."""
+    got = {rec for w in members for rec in w.committed()}
+    missing = sorted((p, o) for p, n in expected.items() for o in range(n) if (p, o) not in got)
+    trouble = [(w.name, e) for w in members for e in w.snapshot()
+               if e["event"] in ("commit_failed", "error")]
+    return f"missing {missing}; failures {trouble}"
+
+
 def committed_exactly_once(members: Iterable[Worker], expected: Counter[int]) -> bool:
     """Whether every record (partition, offset) has been committed, once: ``expected`` maps
     partition -> number of records produced to it."""
@@ -191,7 +202,8 @@ def test_members_share_partitions_and_commit_every_record_once(
     first = [workers(bootstrap, topic_name, group) for _ in range(3)]
     wait_for("three members with disjoint assignments covering the topic",
              lambda: balanced(first, 6))
-    wait_for("every record committed", lambda: committed_exactly_once(first, produced))
+    wait_for("every record committed", lambda: committed_exactly_once(first, produced),
+             detail=lambda: commit_report(first, produced))
 
     # A fourth member joins while records arrive: the work is spread over four.
     fourth = workers(bootstrap, topic_name, group)
@@ -200,7 +212,8 @@ def test_members_share_partitions_and_commit_every_record_once(
     everybody = [*first, fourth]
     wait_for("four balanced members", lambda: balanced(everybody, 6))
     assert sorted(len(w.assignment()) for w in everybody) == [1, 1, 2, 2]
-    wait_for("every record committed", lambda: committed_exactly_once(everybody, produced))
+    wait_for("every record committed", lambda: committed_exactly_once(everybody, produced),
+             detail=lambda: commit_report(everybody, produced))
 
     # One member crashes (no LeaveGroup). Its partitions stay unowned for a session timeout.
     victim = first[1]
@@ -215,7 +228,8 @@ def test_members_share_partitions_and_commit_every_record_once(
     assert moved_after >= (SESSION_MS - 1000) / 1000, (
         f"partitions {sorted(orphaned)} moved {moved_after:.1f} s after the crash, "
         "before the session timeout")
-    wait_for("every record committed", lambda: committed_exactly_once(everybody, produced))
+    wait_for("every record committed", lambda: committed_exactly_once(everybody, produced),
+             detail=lambda: commit_report(everybody, produced))
 
 
 def test_cooperative_sticky_rebalances_incrementally(
@@ -227,6 +241,12 @@ def test_cooperative_sticky_rebalances_incrementally(
     sticky = {"partition.assignment.strategy": "cooperative-sticky"}
     a, b = (workers(bootstrap, topic_name, group, **sticky) for _ in range(2))
     wait_for("two balanced members", lambda: balanced([a, b], 6))
+    # Let the first records be committed before the group rebalances again: a commit sent
+    # while the coordinator waits for the leader's assignment fails (REBALANCE_IN_PROGRESS,
+    # as in Kafka), and a cooperative member that keeps the partition never retries it.
+    first = Counter({p: 5 for p in range(6)})
+    wait_for("the first records committed", lambda: committed_exactly_once([a, b], first),
+             detail=lambda: commit_report([a, b], first))
     before = {a: a.assignment(), b: b.assignment()}
     seen_events = {a: len(a.snapshot()), b: len(b.snapshot())}
     c = workers(bootstrap, topic_name, group, **sticky)
@@ -239,8 +259,9 @@ def test_cooperative_sticky_rebalances_incrementally(
                    if e["event"] == "revoke"]
         assert all(r <= before[member] - member.assignment() for r in revoked), revoked
     produce_numbered(bootstrap, topic_name, 6, 5, "b")
-    wait_for("every record committed",
-             lambda: committed_exactly_once([a, b, c], Counter({p: 10 for p in range(6)})))
+    everything = Counter({p: 10 for p in range(6)})
+    wait_for("every record committed", lambda: committed_exactly_once([a, b, c], everything),
+             detail=lambda: commit_report([a, b, c], everything))
 
 
 def test_static_member_restarts_without_rebalancing_the_others(
