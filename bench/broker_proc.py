@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from . import procs
 
 
 def free_port() -> int:
@@ -60,11 +61,5 @@ class BenchBroker:
         return 0
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        procs.stop(self.proc, 20)
         self._tmp.cleanup()

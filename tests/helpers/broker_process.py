@@ -18,9 +18,21 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 HOST = "127.0.0.1"
+
+
+def terminate(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """SIGTERM (a clean shutdown), then SIGKILL if the process takes longer than ``timeout``."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def free_port() -> int:
@@ -191,14 +203,7 @@ class BrokerProcess:
         proc = self._proc
         if proc is None:
             return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)  # a paused broker cannot handle SIGTERM
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc, timeout)
         self._close_files()
         return proc.returncode
 

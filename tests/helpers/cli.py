@@ -9,6 +9,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+#: What :func:`run_moldau` returns: exit status and text output.
+Result = subprocess.CompletedProcess[str]
+
 
 def moldau_executable() -> str:
     """The ``moldau`` script next to this interpreter (the venv's), else the one on PATH."""
@@ -27,7 +30,7 @@ def run_moldau(
     input: str | bytes | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
-) -> subprocess.CompletedProcess[str]:
+) -> Result:
     """Run ``moldau ARGS`` and capture its output as text (never raises on exit status).
 
     ``bootstrap`` goes in ``MOLDAU_BOOTSTRAP_SERVER`` so tests also cover the env var;
@@ -52,3 +55,21 @@ def run_moldau(
         result.stdout.decode(errors="replace"),
         result.stderr.decode(errors="replace"),
     )
+
+
+def ok(result: Result) -> Result:
+    """Assert the command succeeded, showing its output when it did not."""
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def one_line_error(result: Result, *fragments: str) -> str:
+    """Assert the command failed with exactly one ``Error: ...`` line and no traceback."""
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: "), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]

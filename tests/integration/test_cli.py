@@ -22,12 +22,13 @@ from confluent_kafka.admin import AdminClient
 from tests.helpers import (
     BrokerProcess,
     ExternalBroker,
+    Result,
     free_port,
     moldau_executable,
+    ok,
+    one_line_error,
     run_moldau,
 )
-
-Result = subprocess.CompletedProcess[str]
 
 
 @pytest.fixture
@@ -38,23 +39,6 @@ def moldau(broker: BrokerProcess | ExternalBroker) -> Any:
         return run_moldau(*args, bootstrap=broker.bootstrap, **kwargs)
 
     return run
-
-
-def ok(result: Result) -> Result:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
-
-
-def one_line_error(result: Result, *fragments: str) -> str:
-    """Assert the command failed with exactly one ``Error: ...`` line and no traceback."""
-    assert result.returncode != 0, result.stdout
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("Error: "), lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def create_topic(moldau: Any, name: str, *args: str) -> None:

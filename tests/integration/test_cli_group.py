@@ -11,7 +11,6 @@ only through the CLI's own output.
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 import uuid
@@ -24,10 +23,16 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.helpers import BrokerProcess, ExternalBroker, run_moldau
+from tests.helpers import (
+    BrokerProcess,
+    ExternalBroker,
+    Result,
+    ok,
+    one_line_error,
+    run_moldau,
+)
 from tests.integration.clients import create_topic, produce_all
 
-Result = subprocess.CompletedProcess[str]
 Key = tuple[str, int]
 
 PARTITIONS = 3
@@ -35,23 +40,6 @@ PER_PARTITION = 10
 INITIAL_COMMITS = {0: 4, 1: 10}  # partition 2: nothing committed
 STEP_MS = 1000
 BOUND_S = 60.0  # every wait in this module gives up after this long
-
-
-def ok(result: Result) -> Result:
-    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
-
-
-def one_line_error(result: Result, *fragments: str) -> str:
-    """Assert the command failed with exactly one ``Error: ...`` line and no traceback."""
-    assert result.returncode != 0, result.stdout
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("Error: "), lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 @dataclass

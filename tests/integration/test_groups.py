@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -46,6 +45,7 @@ from kio.schema.offset_fetch.v9.request import (
 )
 from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 
+from tests.helpers import terminate
 from tests.integration.clients import create_topic, producer
 from tests.integration.wire import WireClient
 
@@ -135,13 +135,7 @@ class Worker:
         self._reader.join(5)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, 20)
         self._reader.join(5)
         self._stderr.close()
 
