@@ -18,7 +18,31 @@ class CorruptRecordError(LogError):
 
 
 class InvalidRecordError(LogError):
-    """A well-framed batch whose content breaks a rule (wrong magic, inconsistent counts)."""
+    """A well-framed batch whose content breaks a rule (wrong magic, inconsistent counts).
+
+    ``record_errors`` names the offending records when the rule is about single records
+    (a keyless record on a compacted topic): (index within the batch, message) each, which
+    the broker returns as the produce response's ``record_errors`` (KIP-467) so a client
+    fails only those records. Empty when the whole batch is at fault.
+    """
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
+def record_errors_error(record_errors: tuple[tuple[int, str], ...]) -> InvalidRecordError:
+    """The InvalidRecordError for a batch refused for some of its records, with the message
+    Kafka's broker gives (its LogValidator counts them and shows the first three)."""
+    shown = ", ".join(
+        f"RecordError(batchIndex={index}, message='{message}')"
+        for index, message in record_errors[:3]
+    )
+    return InvalidRecordError(
+        f"One or more records have been rejected due to {len(record_errors)} record errors "
+        f"in total, and only showing the first three errors at most: [{shown}]",
+        record_errors,
+    )
 
 
 class RecordTooLargeError(LogError):

@@ -33,12 +33,13 @@ from .errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
+    record_errors_error,
 )
 from .file_slice import FileSlice
 from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .metadata_files import read_partition_metadata, write_partition_metadata
 from .names import delete_dir_name, parse_partition_dir
-from .records import has_null_key
+from .records import null_key_indexes
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from .swap import commit_cleaned_segment, finish_interrupted_swaps
 
@@ -365,17 +366,18 @@ class PartitionLog:
 
     def _check_keys(self, records: bytes | bytearray | memoryview) -> None:
         """Refuse a producer's records without key on a compacted topic, as Kafka does: the
-        cleaner could never tell which of them is the latest.
+        cleaner could never tell which of them is the latest. The error names every keyless
+        record, so the client fails only those (KIP-467).
 
         The one place the produce path walks records, and only for compacted topics: measured
         at about 0.7 µs per record (1000 records of 100 B: 0.7 ms, plus decompression for a
         compressed batch), where other topics pay nothing.
         """
-        if has_null_key(memoryview(records)):
-            raise InvalidRecordError(
-                f"Compacted topic cannot accept message without key in topic partition "
-                f"{self.topic}-{self.partition}."
-            )
+        indexes = null_key_indexes(memoryview(records))
+        if indexes:
+            message = (f"Compacted topic cannot accept message without key in topic partition "
+                       f"{self.topic}-{self.partition}")
+            raise record_errors_error(tuple((index, message) for index in indexes))
 
     def _maybe_roll(
         self, size: int, last_offset: int, max_timestamp: int, now_ms: int

@@ -220,9 +220,10 @@ def decode_records(batch: bytes | memoryview) -> tuple[BatchHeader, bytes, list[
     return header, records, views
 
 
-def has_null_key(batch: bytes | memoryview) -> bool:
-    """True when some record of the batch has a null key (Kafka refuses those on a compacted
-    topic). Raises CorruptRecordError when the records do not frame.
+def null_key_indexes(batch: bytes | memoryview) -> list[int]:
+    """Indexes (within the batch, from 0) of the records that have a null key: Kafka refuses
+    those on a compacted topic and names each one in the produce response (KIP-467).
+    Raises CorruptRecordError when the records do not frame.
 
     On the produce path of compacted topics, so it skips the two varints before the key
     without decoding them, and reads only the sign of the key length: zigzag encodes a
@@ -231,8 +232,9 @@ def has_null_key(batch: bytes | memoryview) -> bool:
     header, records = _open_batch(batch)
     size = len(records)
     pos = 0
+    found: list[int] = []
     try:
-        for _ in range(header.records_count):
+        for index in range(header.records_count):
             first = records[pos]
             if first < 0x80:
                 length, pos = (first >> 1) ^ -(first & 1), pos + 1
@@ -249,10 +251,10 @@ def has_null_key(batch: bytes | memoryview) -> bool:
             if field >= end:
                 raise CorruptRecordError("record fields overrun the record length")
             if records[field] & 1:
-                return True
+                found.append(index)
             pos = end
     except IndexError:
         raise CorruptRecordError("truncated record") from None
     if pos != size:
         raise CorruptRecordError(f"{size - pos} bytes left after {header.records_count} records")
-    return False
+    return found

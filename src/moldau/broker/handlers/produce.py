@@ -53,7 +53,8 @@ def _to_datetime(ms: int) -> datetime.datetime | None:
 
 def _partition_response(m: Any, index: int, code: ErrorCode, message: str | None = None,
                         base_offset: int = -1, log_append_time: int = -1,
-                        log_start_offset: int = -1) -> Any:
+                        log_start_offset: int = -1,
+                        record_errors: tuple[tuple[int, str], ...] = ()) -> Any:
     return build(
         m.PartitionProduceResponse,
         index=index,
@@ -61,7 +62,11 @@ def _partition_response(m: Any, index: int, code: ErrorCode, message: str | None
         base_offset=base_offset,
         log_append_time=_to_datetime(log_append_time),
         log_start_offset=log_start_offset,
-        record_errors=(),
+        # Produce v8+ (KIP-467); older versions have neither the field nor its class.
+        record_errors=tuple(
+            build(m.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=text)
+            for i, text in record_errors
+        ) if record_errors and hasattr(m, "BatchIndexAndErrorMessage") else (),
         error_message=message,
     )
 
@@ -88,7 +93,8 @@ def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
         log.info("rejected produce to %s-%d: %s", topic, index, exc)
         code = next((c for cls, c in _LOG_ERRORS.items() if isinstance(exc, cls)),
                     ErrorCode.unknown_server_error)
-        return _partition_response(m, index, code, str(exc))
+        record_errors = exc.record_errors if isinstance(exc, InvalidRecordError) else ()
+        return _partition_response(m, index, code, str(exc), record_errors=record_errors)
     plog.high_watermark = plog.log_end_offset
     broker.purgatory.notify_append((topic, index), len(data.records))
     return _partition_response(
