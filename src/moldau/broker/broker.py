@@ -27,6 +27,7 @@ from ..config import (
     validate_topic_configs,
 )
 from ..log.cleaner import CleanerConfig, LogCleaner, loop_owner
+from ..log.dir_lock import lock_log_dirs
 from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
 from ..protocol import codec
@@ -105,10 +106,17 @@ class Broker:
         self.config = config
         self.node_id: int = config.node_id
         log_dirs = config.log_dirs
-        self.metadata = LocalMetadataStore(log_dirs[0])
-        self.config = restore_dynamic_configs(config, self.metadata.broker_configs())
-        self.logs = LogManager(log_dirs, cluster_id=self.metadata.cluster_id,
-                               node_id=self.node_id)
+        # Before anything in a log dir is read or written (the metadata store included):
+        # a second broker on the same dirs stops here instead of "recovering" live segments.
+        self._dir_locks = lock_log_dirs(log_dirs, self.node_id)
+        try:
+            self.metadata = LocalMetadataStore(log_dirs[0])
+            self.config = restore_dynamic_configs(config, self.metadata.broker_configs())
+            self.logs = LogManager(log_dirs, cluster_id=self.metadata.cluster_id,
+                                   node_id=self.node_id)
+        except BaseException:
+            self._release_locks()
+            raise
         self.purgatory = FetchPurgatory()
         #: Receive buffers for large frames, shared by all connections.
         self.frame_buffers = BufferPool()
@@ -338,4 +346,11 @@ class Broker:
         if self.cleaner is not None:
             self.cleaner.stop()
             self.cleaner = None
-        self.logs.close()
+        try:
+            self.logs.close()
+        finally:
+            self._release_locks()
+
+    def _release_locks(self) -> None:
+        for lock in self._dir_locks:
+            lock.release()

@@ -41,8 +41,11 @@ def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
         raise CliError(f"invalid configuration: {exc}") from None
 
     from ..broker.server import run_broker
+    from ..log.errors import LogError
 
     try:
         run_broker(config)
     except OSError as exc:  # typically the port is taken or the data dir is not writable
+        raise CliError(f"broker stopped: {exc}") from None
+    except LogError as exc:  # a log dir locked by another broker, or not ours
         raise CliError(f"broker stopped: {exc}") from None
