@@ -11,6 +11,7 @@ from .configs import config_group
 from .consume import consume
 from .errors import ErrorReportingGroup
 from .group import group_group
+from .log_tools import log_group
 from .pipeline import pipeline_group
 from .produce import produce
 from .topic import topic_group
@@ -38,6 +39,7 @@ cli.add_command(produce)
 cli.add_command(consume)
 cli.add_command(group_group)
 cli.add_command(pipeline_group)
+cli.add_command(log_group)
 
 
 def main() -> None:
