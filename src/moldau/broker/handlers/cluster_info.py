@@ -17,14 +17,10 @@ from kio.schema.errors import ErrorCode
 from ...protocol.codec import build
 from ..broker import RequestContext
 from .api_versions import NO_THROTTLE
+from .authorized_operations import CLUSTER_OPERATIONS, authorized_operations
 
 # DescribeCluster v1 endpoint types (KIP-919): a broker describes brokers, not controllers.
 ENDPOINT_BROKERS = 1
-# Without an authorizer, Kafka reports every operation the CLUSTER resource supports:
-# CREATE(5), ALTER(7), DESCRIBE(8), CLUSTER_ACTION(9), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11),
-# IDEMPOTENT_WRITE(12), as a bit field.
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 def _requested(request: Any) -> dict[str, set[int]] | None:
@@ -84,8 +80,6 @@ async def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
         listener = broker.config.advertised_listeners[0]
         brokers = (build(m.DescribeClusterBroker, broker_id=broker.node_id, host=listener.host,
                          port=listener.port, rack=None),)
-    operations = (CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
-                  else AUTHORIZED_OPERATIONS_OMITTED)
     return build(
         m.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
@@ -95,5 +89,6 @@ async def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.node_id,
         brokers=brokers,
-        cluster_authorized_operations=operations,
+        cluster_authorized_operations=authorized_operations(
+            request.include_cluster_authorized_operations, CLUSTER_OPERATIONS),
     )

@@ -25,6 +25,7 @@ from ...coordinator.consumer_group import (
 from ...protocol.codec import build
 from ..broker import RequestContext, now_ms
 from .api_versions import NO_THROTTLE
+from .authorized_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized_operations
 from .groups import loading_error, millis
 
 
@@ -138,14 +139,15 @@ async def handle_consumer_group_describe(request: Any, ctx: RequestContext) -> A
                 m.DescribedGroup, error_code=code,
                 error_message=None if loading else f"Group {group_id} not found.",
                 group_id=group_id, group_state="Dead", group_epoch=-1, assignment_epoch=-1,
-                assignor_name="", members=(), authorized_operations=-2147483648))
+                assignor_name="", members=(), authorized_operations=NOT_REQUESTED))
             continue
         described.append(build(
             m.DescribedGroup, error_code=ErrorCode.none, group_id=group_id,
             group_state=group.state.value, group_epoch=group.group_epoch,
             assignment_epoch=group.assignment_epoch, assignor_name=group.assignor,
             members=tuple(_describe_member(ctx, group, mem) for mem in group.members.values()),
-            authorized_operations=-2147483648,
+            authorized_operations=authorized_operations(
+                request.include_authorized_operations, GROUP_OPERATIONS),
         ))
     return build(m.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE,
                  groups=tuple(described))

@@ -16,14 +16,11 @@ from ...coordinator.manager import CLASSIC_GROUP_TYPE
 from ...protocol.codec import build
 from ..broker import RequestContext, now_ms
 from .api_versions import NO_THROTTLE
+from .authorized_operations import GROUP_OPERATIONS, authorized_operations
 from .groups import loading_error
 
-#: authorized_operations when the client did not ask for them (Kafka's Integer.MIN_VALUE).
-OPERATIONS_NOT_REQUESTED = -(2**31)
 #: ListGroups' group type of KIP-848 groups.
 CONSUMER_GROUP_TYPE = "consumer"
-#: Without an authorizer every group operation is allowed: READ (3), DELETE (6), DESCRIBE (8).
-ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 async def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
@@ -92,8 +89,8 @@ def _described(ctx: RequestContext, group_id: str, operations: int) -> Any:
 
 
 async def handle_describe_groups(request: Any, ctx: RequestContext) -> Any:
-    operations = (ALL_GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False)
-                  else OPERATIONS_NOT_REQUESTED)
+    operations = authorized_operations(
+        getattr(request, "include_authorized_operations", False), GROUP_OPERATIONS)
     groups = tuple(_described(ctx, group_id, operations) for group_id in request.groups)
     return build(ctx.resp.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
 

@@ -11,6 +11,12 @@ from ..broker import RequestContext
 from ..errors import ApiError
 from ..topic_names import INTERNAL_TOPICS, validate_topic_name
 from .api_versions import NO_THROTTLE
+from .authorized_operations import (
+    CLUSTER_OPERATIONS,
+    NOT_REQUESTED,
+    TOPIC_OPERATIONS,
+    authorized_operations,
+)
 
 
 def _requested_names(request: Any, ctx: RequestContext) -> list[str | None] | None:
@@ -28,7 +34,7 @@ def _requested_names(request: Any, ctx: RequestContext) -> list[str | None] | No
     return names
 
 
-def topic_entry(ctx: RequestContext, name: str) -> Any:
+def topic_entry(ctx: RequestContext, name: str, operations: int) -> Any:
     """The metadata of one existing topic: every partition led by this broker."""
     m = ctx.resp
     broker = ctx.broker
@@ -55,10 +61,12 @@ def topic_entry(ctx: RequestContext, name: str) -> Any:
         topic_id=topic.topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=partitions,
+        topic_authorized_operations=operations,
     )
 
 
-def _error_entry(ctx: RequestContext, name: str | None, code: ErrorCode) -> Any:
+def _error_entry(ctx: RequestContext, name: str | None, code: ErrorCode,
+                 operations: int = NOT_REQUESTED) -> Any:
     return build(
         ctx.resp.MetadataResponseTopic,
         error_code=code,
@@ -66,6 +74,7 @@ def _error_entry(ctx: RequestContext, name: str | None, code: ErrorCode) -> Any:
         topic_id=None,
         is_internal=False,
         partitions=(),
+        topic_authorized_operations=operations,
     )
 
 
@@ -75,9 +84,12 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     names = _requested_names(request, ctx)
     # v4+ lets the client forbid auto-creation (e.g. consumers); older versions always allow it.
     allow_create = getattr(request, "allow_auto_topic_creation", True)
+    # v8+; Kafka answers for every named topic, known or not (not for unknown topic ids).
+    ops = authorized_operations(getattr(request, "include_topic_authorized_operations", False),
+                                TOPIC_OPERATIONS)
     entries = []
     if names is None:
-        entries = [topic_entry(ctx, n) for n in sorted(broker.metadata.topics())]
+        entries = [topic_entry(ctx, n, ops) for n in sorted(broker.metadata.topics())]
     else:
         for name in names:
             if name is None:
@@ -92,12 +104,13 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                 if not exists and allow_create:
                     exists = broker.ensure_topic(name) is not None
             except ApiError as exc:
-                entries.append(_error_entry(ctx, name, exc.code))
+                entries.append(_error_entry(ctx, name, exc.code, ops))
                 continue
             if exists:
-                entries.append(topic_entry(ctx, name))
+                entries.append(topic_entry(ctx, name, ops))
             else:
-                entries.append(_error_entry(ctx, name, ErrorCode.unknown_topic_or_partition))
+                entries.append(
+                    _error_entry(ctx, name, ErrorCode.unknown_topic_or_partition, ops))
     listener = broker.config.advertised_listeners[0]
     brokers = (
         build(m.MetadataResponseBroker, node_id=broker.node_id, host=listener.host,
@@ -110,5 +123,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         cluster_id=broker.metadata.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=-2147483648,
+        # v8-v10 only (later versions moved it to DescribeCluster).
+        cluster_authorized_operations=authorized_operations(
+            getattr(request, "include_cluster_authorized_operations", False), CLUSTER_OPERATIONS),
     )
