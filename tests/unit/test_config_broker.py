@@ -312,6 +312,9 @@ def test_describe_broker_configs() -> None:
     # Doubles render like Java's Double.toString.
     assert entries["log.cleaner.io.max.bytes.per.second"].value == "1.7976931348623157E308"
     secret = entries["ssl.keystore.password"]
-    assert secret.value is None and secret.is_sensitive and secret.read_only
+    # A PASSWORD Kafka lets change at run time (per listener): never shown, not read-only.
+    assert secret.value is None and secret.is_sensitive and not secret.read_only
+    assert secret.config_type is ConfigType.PASSWORD
+    assert [s.value for s in secret.synonyms] == [None]
     assert entries["process.roles"].value == "broker"
     assert all(e.documentation for e in entries.values())

@@ -1,12 +1,13 @@
 """moldau's configuration: Kafka's broker and topic config keys, defaults and semantics.
 
 Modules, smallest first: :mod:`.definitions` (typed keys, parsing, validators, errors),
-:mod:`.properties` (the ``server.properties`` reader), :mod:`.topic_keys` and
-:mod:`.broker_keys` (the key tables), :mod:`.broker` (:class:`BrokerConfig`) and
-:mod:`.topic` (topic overrides and effective topic settings).
+:mod:`.properties` (the ``server.properties`` reader), :mod:`.topic_keys`,
+:mod:`.broker_keys` and :mod:`.security_keys` (the key tables), :mod:`.broker`
+(:class:`BrokerConfig`) and :mod:`.topic` (topic overrides and effective topic settings).
 """
 
 from .broker import BrokerConfig, Listener, describe_broker_configs
+from .broker import key_definition as broker_key_definition
 from .broker_keys import BROKER_KEYS, DYNAMIC_KEYS, KNOWN_UNUSED_KEYS
 from .definitions import (
     LONG_MAX,
@@ -46,6 +47,7 @@ __all__ = [
     "EffectiveTopicConfig",
     "Listener",
     "UnknownConfigError",
+    "broker_key_definition",
     "describe_broker_configs",
     "effective_topic_config",
     "load_properties",

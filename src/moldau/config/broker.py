@@ -35,6 +35,12 @@ from .definitions import (
 )
 from .listeners import Listener, canonical_hostname, parse_listeners, parse_protocol_map
 from .properties import load_properties, parse_overrides
+from .security_keys import (
+    LISTENER_ONLY_KEYS,
+    kafka_set,
+    listener_key_definition,
+    per_broker_only,
+)
 from .topic_keys import HOURS, MINUTES, BrokerSynonym
 
 log = logging.getLogger(__name__)
@@ -66,6 +72,11 @@ _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 _SECRET_PREFIXES = ("ssl.", "sasl.", "listener.name.", "zookeeper.ssl.", "delegation.token.")
 
 
+def key_definition(name: str) -> ConfigKey | None:
+    """The definition of a broker key, or of the base key of ``listener.name.<l>.<key>``."""
+    return BROKER_KEYS.get(name) or listener_key_definition(name, BROKER_KEYS)
+
+
 class BrokerConfig:
     """Typed, validated broker configuration; build it with :meth:`load`.
 
@@ -94,6 +105,12 @@ class BrokerConfig:
             }
             for layer, raw in self._raw.items()
         }
+        # Listener-prefixed keys are typed by their base key, as Kafka validates them.
+        for raw in self._raw.values():
+            for name, value in raw.items():
+                definition = None if name in BROKER_KEYS else key_definition(name)
+                if definition is not None:
+                    definition.parse(value)
         self._node_id = self._resolve_node_id()
         protocol_map = parse_protocol_map(self._str("listener.security.protocol.map"))
         self._listeners = parse_listeners("listeners", self._list("listeners"), protocol_map)
@@ -155,14 +172,32 @@ class BrokerConfig:
         ``changes`` maps keys to new values, None removing the dynamic value (the
         IncrementalAlterConfigs DELETE operation). ``cluster_default`` selects the
         cluster-wide default layer (resource name "") instead of this broker's own layer.
-        Only :data:`~moldau.config.broker_keys.DYNAMIC_KEYS` may change; unlike Kafka,
-        unknown keys are refused too, so a typo is reported instead of stored.
+        Only :data:`~moldau.config.broker_keys.DYNAMIC_KEYS` and listener-prefixed TLS/SASL
+        keys may change, under Kafka's rules and with its messages (see
+        :mod:`.security_keys`); unlike Kafka, unknown keys are refused too, so a typo is
+        reported instead of stored.
         """
-        refused = sorted(name for name in changes if name not in DYNAMIC_KEYS)
+        names = sorted(changes)
+        refused = [n for n in names
+                   if n not in DYNAMIC_KEYS and listener_key_definition(n, BROKER_KEYS) is None]
         if refused:
             raise ConfigError(
                 refused[0], changes[refused[0]],
                 message=f"Cannot update these configs dynamically: {', '.join(refused)}",
+            )
+        bare = [n for n in names if n in LISTENER_ONLY_KEYS]
+        if bare:
+            raise ConfigError(
+                bare[0], changes[bare[0]],
+                message="These security configs can be dynamically updated only per-listener "
+                        f"using the listener prefix: {kafka_set(bare)}",
+            )
+        per_broker = per_broker_only(names) if cluster_default else []
+        if per_broker:
+            raise ConfigError(
+                per_broker[0], changes[per_broker[0]],
+                message="Cannot update these configs at default cluster level, broker id must "
+                        f"be specified: {kafka_set(per_broker)}",
             )
         layer = (
             ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
@@ -697,22 +732,31 @@ def describe_broker_configs(cfg: BrokerConfig) -> list[ConfigEntry]:
     entries: list[ConfigEntry] = []
     for name in sorted(BROKER_KEYS):
         key = BROKER_KEYS[name]
+        synonyms = cfg.synonyms(name)
+        if key.sensitive:  # a PASSWORD: Kafka never sends its value, nor its synonyms'
+            synonyms = [ConfigSynonym(s.name, None, s.source) for s in synonyms]
         entries.append(ConfigEntry(
             name=name,
-            value=key.format(cfg.get(name)),
+            value=None if key.sensitive else key.format(cfg.get(name)),
             source=cfg.source(name),
             read_only=not key.dynamic,
             is_sensitive=key.sensitive,
             config_type=key.type,
             documentation=key.doc,
-            synonyms=tuple(cfg.synonyms(name)),
+            synonyms=tuple(synonyms),
         ))
     extra = sorted(n for n in cfg.set_names() if n not in BROKER_KEYS and is_known_unused(n))
     for name in extra:
         raw = cfg.get(name)
         assert raw is None or isinstance(raw, str)
-        # Kafka never echoes secrets; TLS/SASL families hold passwords and keys.
-        sensitive = name.startswith(_SECRET_PREFIXES) or "password" in name
+        # A listener-prefixed key has its base key's type; Kafka never echoes a PASSWORD,
+        # nor any value whose type it cannot tell (TLS/SASL families hold secrets).
+        definition = key_definition(name)
+        if definition is not None:
+            sensitive, config_type = definition.sensitive, definition.type
+        else:
+            sensitive = name.startswith(_SECRET_PREFIXES) or "password" in name
+            config_type = ConfigType.STRING
         value = None if sensitive else raw
         entries.append(ConfigEntry(
             name=name,
@@ -720,7 +764,7 @@ def describe_broker_configs(cfg: BrokerConfig) -> list[ConfigEntry]:
             source=cfg.source(name),
             read_only=True,
             is_sensitive=sensitive,
-            config_type=ConfigType.STRING,
+            config_type=config_type,
             documentation="Kafka setting accepted and ignored by moldau.",
             synonyms=(ConfigSynonym(name, value, cfg.source(name)),),
         ))

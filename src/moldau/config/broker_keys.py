@@ -32,6 +32,7 @@ from .definitions import (
     between,
     index_keys,
 )
+from .security_keys import SECURITY_KEYS
 from .topic_keys import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
@@ -199,6 +200,10 @@ _KEYS: list[ConfigKey] = [
               at_least(0), used=False),
     ConfigKey("max.connections.per.ip", INT, INT_MAX, "Per-address connection limit; accepted, "
               "unused.", MEDIUM, at_least(0), used=False),
+    ConfigKey("max.connections.per.ip.overrides", STR, "", "Per-address limits as host:count "
+              "pairs; accepted, unused.", MEDIUM, used=False),
+    ConfigKey("max.connection.creation.rate", INT, INT_MAX, "New connections per second; "
+              "accepted, unused.", MEDIUM, at_least(0), used=False),
     # -- replication -----------------------------------------------------------------------
     ConfigKey("replica.fetch.max.bytes", INT, 1_048_576, "Bytes a follower asks for per "
               "partition.", MEDIUM, at_least(0)),
@@ -276,7 +281,8 @@ _KEYS: list[ConfigKey] = [
 #: Keys Kafka lets IncrementalAlterConfigs change on a BROKER resource and that moldau keeps
 #: changeable: the cluster-wide topic defaults (log.retention.ms, log.segment.bytes,
 #: message.max.bytes, ...) plus the thread and connection sizing keys Kafka treats as dynamic
-#: (accepted, unused). Everything else needs a restart, as in Kafka.
+#: and its TLS/SASL keys (accepted, stored, unused; see :mod:`.security_keys` for their
+#: listener prefixes and per-broker rules). Everything else needs a restart, as in Kafka.
 DYNAMIC_KEYS: frozenset[str] = TOPIC_DEFAULT_BROKER_KEYS | {
     "num.io.threads",
     "num.network.threads",
@@ -291,7 +297,10 @@ DYNAMIC_KEYS: frozenset[str] = TOPIC_DEFAULT_BROKER_KEYS | {
     "log.cleaner.backoff.ms",
     "max.connections",
     "max.connections.per.ip",
-}
+    "max.connections.per.ip.overrides",
+    "max.connection.creation.rate",
+    "producer.id.expiration.ms",
+} | {k.name for k in SECURITY_KEYS}
 
 
 def _with_dynamic(key: ConfigKey) -> ConfigKey:
@@ -301,7 +310,7 @@ def _with_dynamic(key: ConfigKey) -> ConfigKey:
                      key.used, True, key.sensitive)
 
 
-BROKER_KEYS: dict[str, ConfigKey] = index_keys(_with_dynamic(k) for k in _KEYS)
+BROKER_KEYS: dict[str, ConfigKey] = index_keys(_with_dynamic(k) for k in _KEYS + SECURITY_KEYS)
 
 #: Kafka broker keys for features moldau does not have; accepted with any value.
 KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
@@ -339,8 +348,6 @@ KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
     "leader.imbalance.per.broker.percentage",
     "log.dir.failure.timeout.ms",
     "log.initial.task.delay.ms",
-    "max.connection.creation.rate",
-    "max.connections.per.ip.overrides",
     "max.incremental.fetch.session.cache.slots",
     "metadata.log.dir",
     "metadata.log.max.record.bytes.between.snapshots",

@@ -24,7 +24,6 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...config import (
-    BROKER_KEYS,
     TOPIC_KEYS,
     BrokerConfig,
     ConfigEntry,
@@ -32,6 +31,7 @@ from ...config import (
     ConfigSource,
     ConfigSynonym,
     ConfigType,
+    broker_key_definition,
     describe_broker_configs,
     effective_topic_config,
     to_log_config,
@@ -86,7 +86,9 @@ def _default_layer_entries(cfg: BrokerConfig) -> list[ConfigEntry]:
     """The cluster-wide dynamic defaults only, which is what Kafka shows for broker ""."""
     entries = []
     for name, raw in sorted(cfg.dynamic_default_configs.items()):
-        key = BROKER_KEYS[name]
+        key = broker_key_definition(name)
+        if key is None:  # stored by an older moldau that knew the key
+            continue
         value = key.format(key.parse(raw))
         # The per-broker layer does not apply to the cluster default resource.
         synonyms = tuple(s for s in cfg.synonyms(name)
@@ -224,7 +226,7 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool,
         cfg = broker.config
 
         def broker_key(key: str) -> tuple[ConfigType | None, str | None]:
-            definition = BROKER_KEYS.get(key)
+            definition = broker_key_definition(key)
             if definition is None:
                 return None, None
             return definition.type, definition.format(cfg.get(key))
