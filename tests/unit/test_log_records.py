@@ -7,6 +7,7 @@ import struct
 
 import cramjam
 import crc32c
+import lz4.frame
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,14 +16,20 @@ from moldau.log.errors import CorruptRecordError
 from moldau.log.records import (
     GZIP,
     LZ4,
+    MAX_DECOMPRESSED_CAP,
+    MIN_DECOMPRESSED_CAP,
     NO_COMPRESSION,
     SNAPPY,
     XERIAL_MAGIC,
     ZSTD,
+    DecompressionLimitError,
+    decode_records,
     decompress_records,
+    decompressed_cap,
     iter_record_offsets_and_timestamps,
 )
 
+from ..helpers.bombs import bomb_batch, zstd
 from .batchgen import Record, build_batch
 
 BASE = 1_700_000_000_000
@@ -150,3 +157,64 @@ def test_walker_matches_encoder(raw: list, base_offset: int, base_ts: int) -> No
     batch = build_batch(records, base_offset=base_offset,
                         base_timestamp=min(base_ts, *(r.timestamp for r in records)))
     assert walk(batch) == [(base_offset + i, r.timestamp) for i, r in enumerate(records)]
+
+
+# -- decompression bombs -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", [GZIP, LZ4, ZSTD])
+def test_a_bomb_is_refused_past_the_cap(codec: int) -> None:
+    """1 GiB of zeros in 32 KB (zstd) to 4.4 MB (lz4): refused at the cap, not decoded whole."""
+    batch = bomb_batch(codec, 1 << 30)
+    cap = decompressed_cap(len(batch) - 61)
+    assert cap <= MAX_DECOMPRESSED_CAP
+    with pytest.raises(DecompressionLimitError, match=f"more than {cap} bytes"):
+        list(iter_record_offsets_and_timestamps(batch))
+    with pytest.raises(CorruptRecordError):  # what the cleaner and produce catch
+        decode_records(batch)
+
+
+@pytest.mark.parametrize("codec", [GZIP, LZ4, ZSTD])
+def test_the_cap_is_exact(codec: int) -> None:
+    section = bomb_batch(codec, 100_000)[61:]
+    size = len(decompress_records(codec, section))
+    assert len(decompress_records(codec, section, cap=size)) == size
+    with pytest.raises(DecompressionLimitError):
+        decompress_records(codec, section, cap=size - 1)
+
+
+def test_zstd_declared_size_is_refused_unread() -> None:
+    frame = zstd.compress(bytes(80 << 20))  # the header carries the content size
+    with pytest.raises(DecompressionLimitError):
+        decompress_records(ZSTD, frame, cap=64 << 20)
+
+
+def test_snappy_lengths_are_checked_first() -> None:
+    section = bytes(4 << 20)
+    raw = bytes(cramjam.snappy.compress_raw(section))
+    with pytest.raises(DecompressionLimitError):
+        decompress_records(SNAPPY, raw, cap=len(section) - 1)
+    with pytest.raises(DecompressionLimitError):
+        decompress_records(SNAPPY, xerial(section, 1 << 20), cap=len(section) - 1)
+    assert decompress_records(SNAPPY, xerial(section, 1 << 20), cap=len(section)) == section
+
+
+def test_cap_scales_with_the_batch_within_bounds() -> None:
+    assert decompressed_cap(1000) == MIN_DECOMPRESSED_CAP
+    assert decompressed_cap(2 << 20) == 128 << 20
+    assert decompressed_cap(100 << 20) == MAX_DECOMPRESSED_CAP
+
+
+def test_concatenated_frames_and_gzip_members() -> None:
+    assert decompress_records(GZIP, gzip.compress(b"a") + gzip.compress(b"b") + b"\0\0") == b"ab"
+    two_lz4 = lz4.frame.compress(b"a" * 1000) + lz4.frame.compress(b"b")
+    assert decompress_records(LZ4, two_lz4) == b"a" * 1000 + b"b"
+    assert decompress_records(ZSTD, zstd.compress(b"a") + zstd.compress(b"b")) == b"ab"
+
+
+def test_zstd_window_over_the_limit_is_corrupt_not_allocated() -> None:
+    options = {int(zstd.CompressionParameter.window_log): 27}
+    compressor = zstd.ZstdCompressor(options=options)  # streamed: no content size, window 2^27
+    frame = compressor.compress(bytes(1 << 20)) + compressor.flush()
+    with pytest.raises(CorruptRecordError):
+        decompress_records(ZSTD, frame)

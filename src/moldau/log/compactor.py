@@ -27,6 +27,7 @@ offset (which :mod:`swap` relies on to recover) and a producer's sequence state 
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import threading
@@ -54,6 +55,8 @@ from .offset_map import CleanerStoppedError, OffsetMap
 from .records import RecordView, compress_records, decode_records
 from .segment import MAX_RELATIVE_OFFSET, LogSegment
 from .swap import CLEANED_SUFFIX
+
+log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _UINT32 = struct.Struct(">I")
@@ -170,8 +173,11 @@ def filter_batch(
         return None
     try:
         _, records, views = decode_records(batch)
-    except CorruptRecordError:
-        return batch  # cannot judge its records: keeping them is always safe
+    except CorruptRecordError as exc:
+        # Cannot judge its records (damaged, or a decompression bomb): keeping them is safe.
+        log.warning("batch at offset %d does not decode, kept as it is: %s",
+                    header.base_offset, exc)
+        return batch
     offset_map = rules.offset_map
     kept: list[RecordView] = []
     tombstones_removed = 0

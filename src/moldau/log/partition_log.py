@@ -330,8 +330,6 @@ class PartitionLog:
         config = self.config
         if origin is AppendOrigin.CLIENT:
             check_client_batches(headers)
-            if config.compacts:
-                self._check_keys(records)
         elif not headers:
             raise InvalidRecordError("the append carries no record batch")
         for header in headers:
@@ -340,6 +338,9 @@ class PartitionLog:
                     f"record batch of {header.size} bytes exceeds max.message.bytes "
                     f"({config.max_message_bytes})"
                 )
+        if origin is AppendOrigin.CLIENT and config.compacts:
+            # After the size check: decompression is bounded by the batch's size.
+            self._check_keys(records)
         if len(records) > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes of records exceed segment.bytes ({config.segment_bytes})"

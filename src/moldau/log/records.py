@@ -18,13 +18,22 @@ one framing loop, so there is a single record decoder.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import struct
+import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import cramjam
+import lz4.frame
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 from .batch import BATCH_HEADER_SIZE, MAGIC_V2, BatchHeader, read_header
 from .errors import CorruptRecordError
@@ -46,37 +55,182 @@ _MAX_VARINT_BYTES = 5
 _MAX_VARLONG_BYTES = 10
 
 
-def decompress_records(compression: int, data: bytes | memoryview) -> bytes:
+#: A records section may expand to at most this many times its compressed size...
+DECOMPRESSION_RATIO_CAP = 64
+#: ...and always to this much (the cap for every batch of up to 1 MiB compressed, which
+#: covers Kafka's default ``max.message.bytes``)...
+MIN_DECOMPRESSED_CAP = 64 << 20
+#: ...but never to more than this, whatever ``max.message.bytes`` allows.
+MAX_DECOMPRESSED_CAP = 256 << 20
+#: zstd frames may ask for a window of up to this (2^25 = 32 MiB; zstd's own default limit
+#: is 2^27). Producers compress batches of at most a few MiB, whose window is never larger.
+ZSTD_WINDOW_LOG_MAX = 25
+#: Input handed to a streaming decompressor per call.
+_FEED_BYTES = 1 << 16
+
+
+def decompressed_cap(compressed_size: int) -> int:
+    """How many bytes the records section of a batch of ``compressed_size`` may expand to.
+
+    Kafka decodes records one at a time from a stream, so it needs no cap; moldau decodes a
+    records section whole, so a decompression bomb (1 MB of compressed zeros claiming 10 GB)
+    must be stopped before it is in memory. The cap scales with the batch, hence with
+    ``max.message.bytes``: 64 x the compressed size, at least 64 MiB (every batch under the
+    default ``max.message.bytes``), at most 256 MiB. Memory per decompression is bounded by
+    about twice the cap (the output and its final copy).
+    """
+    return min(MAX_DECOMPRESSED_CAP,
+               max(MIN_DECOMPRESSED_CAP, DECOMPRESSION_RATIO_CAP * compressed_size))
+
+
+class DecompressionLimitError(CorruptRecordError):
+    """The records expand past :func:`decompressed_cap`: refused as a decompression bomb."""
+
+
+def decompress_records(compression: int, data: bytes | memoryview, cap: int | None = None) -> bytes:
     """The records section of a batch with codec ``compression``, uncompressed.
 
     Codecs as Kafka clients write them: gzip is a gzip stream; snappy is either one raw
     snappy block (librdkafka, Go clients) or xerial framing (Java, kafka-python, aiokafka);
     lz4 is the LZ4 *frame* format (magic v2 batches have the correct frame header checksum,
     unlike the broken one of old v0/v1 messages); zstd is a zstd frame. Raises
-    CorruptRecordError when the bytes do not decode, so callers can fall back.
+    CorruptRecordError when the bytes do not decode, so callers can fall back, and its
+    subclass DecompressionLimitError when they would expand past ``cap`` (default:
+    :func:`decompressed_cap`); decompression streams and stops there, so memory stays bounded.
     """
+    limit = decompressed_cap(len(data)) if cap is None else cap
     try:
         if compression == NO_COMPRESSION:
             return bytes(data)
         if compression == GZIP:
-            return gzip.decompress(data)
+            return _gunzip(data, limit)
         if compression == SNAPPY:
-            return _snappy_decompress(data)
+            return _snappy_decompress(data, limit)
         if compression == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _stream(lz4.frame.LZ4FrameDecompressor, data, limit)
         if compression == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except (cramjam.DecompressionError, OSError, EOFError, zlib.error, ValueError) as exc:
+            return _unzstd(data, limit)
+    except DecompressionLimitError:
+        raise
+    except (cramjam.DecompressionError, OSError, EOFError, zlib.error, ValueError, RuntimeError,
+            zstd.ZstdError) as exc:
         raise CorruptRecordError(f"cannot decompress records (codec {compression}): {exc}") from exc
     raise CorruptRecordError(f"unknown compression type id {compression}")
 
 
-def _snappy_decompress(data: bytes | memoryview) -> bytes:
-    """Raw snappy, or xerial-framed snappy: blocks of int32 length + raw snappy block."""
+def _too_big(limit: int) -> DecompressionLimitError:
+    return DecompressionLimitError(
+        f"records expand to more than {limit} bytes; refused as a decompression bomb"
+    )
+
+
+def _gunzip(data: bytes | memoryview, limit: int) -> bytes:
+    """gzip members one after the other (as :func:`gzip.decompress`), stopping past ``limit``.
+
+    ``max_length`` bounds each call's output; input zlib did not get to waits in
+    ``unconsumed_tail``. Zero padding after the last member is ignored, as gzip does.
+    """
+    out = _Output(limit)
+    pending: bytes | memoryview = data
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        while not inflater.eof:
+            out.add(inflater.decompress(pending, out.room))
+            pending = inflater.unconsumed_tail
+            if not pending and not inflater.eof:
+                out.add(inflater.flush())
+                if not inflater.eof:
+                    raise CorruptRecordError("truncated gzip stream")
+        pending = inflater.unused_data
+        if not pending.strip(b"\0"):
+            return out.join()
+
+
+class _Output:
+    """Decompressed pieces, refused past ``limit``; kept as a list so no buffer is regrown."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self.pieces: list[bytes] = []
+
+    @property
+    def room(self) -> int:
+        """What the next call may return: one byte past the limit shows it was crossed."""
+        return self.limit + 1 - self.size
+
+    def add(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if self.size > self.limit:
+            raise _too_big(self.limit)
+        self.pieces.append(piece)
+
+    def join(self) -> bytes:
+        return self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
+
+
+class _Streaming(Protocol):
+    """The bz2/lzma-style decompressor API that lz4.frame and zstd share."""
+
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def needs_input(self) -> bool: ...
+    @property
+    def unused_data(self) -> bytes | None: ...
+    def decompress(self, data: bytes, max_length: int = -1) -> bytes: ...
+
+
+def _stream(make: Callable[[], _Streaming], data: bytes | memoryview, limit: int) -> bytes:
+    """Concatenated frames through fresh decompressors, at most ``limit + 1`` bytes out.
+
+    Input is fed in small pieces and output asked for with ``max_length``, so neither the
+    decompressor's buffers nor ``out`` grow past the limit by more than a block.
+    """
+    out = _Output(limit)
+    view = memoryview(data)
+    pos = 0
+    while pos < len(view):
+        decompressor = make()
+        while not decompressor.eof:
+            if decompressor.needs_input:
+                if pos >= len(view):
+                    raise CorruptRecordError("truncated compressed frame")
+                piece = bytes(view[pos : pos + _FEED_BYTES])
+                pos += len(piece)
+            else:
+                piece = b""
+            produced = decompressor.decompress(piece, out.room)
+            if not piece and not produced and not decompressor.eof:
+                raise CorruptRecordError("the decompressor makes no progress")
+            out.add(produced)
+        pos -= len(decompressor.unused_data or b"")
+    return out.join()
+
+
+def _unzstd(data: bytes | memoryview, limit: int) -> bytes:
+    """zstd frames; a frame whose header declares more than ``limit`` is refused unread."""
+    head = bytes(memoryview(data)[:18])  # the longest frame header
+    with contextlib.suppress(zstd.ZstdError):
+        declared = zstd.get_frame_info(head).decompressed_size
+        if declared is not None and declared > limit:
+            raise _too_big(limit)
+    options = {int(zstd.DecompressionParameter.window_log_max): ZSTD_WINDOW_LOG_MAX}
+    return _stream(lambda: zstd.ZstdDecompressor(options=options), data, limit)
+
+
+def _snappy_decompress(data: bytes | memoryview, limit: int) -> bytes:
+    """Raw snappy, or xerial-framed snappy: blocks of int32 length + raw snappy block.
+
+    A raw snappy block starts with its uncompressed length, so the limit is checked before
+    anything is decompressed.
+    """
     view = memoryview(data)
     if bytes(view[: len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
+        if cramjam.snappy.decompress_raw_len(view) > limit:
+            raise _too_big(limit)
         return bytes(cramjam.snappy.decompress_raw(view))
-    out = bytearray()
+    out = _Output(limit)
     pos = _XERIAL_HEADER_SIZE
     while pos < len(view):
         if pos + _INT32.size > len(view):
@@ -85,9 +239,12 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
         pos += _INT32.size
         if length < 0 or pos + length > len(view):
             raise CorruptRecordError(f"bad xerial snappy block length {length}")
-        out += cramjam.snappy.decompress_raw(view[pos : pos + length])
+        block = view[pos : pos + length]
+        if cramjam.snappy.decompress_raw_len(block) >= out.room:
+            raise _too_big(limit)
+        out.add(bytes(cramjam.snappy.decompress_raw(block)))
         pos += length
-    return bytes(out)
+    return out.join()
 
 
 def _read_varint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
