@@ -34,9 +34,12 @@ def run_moldau(
     """Run ``moldau ARGS`` and capture its output as text (never raises on exit status).
 
     ``bootstrap`` goes in ``MOLDAU_BOOTSTRAP_SERVER`` so tests also cover the env var;
-    an explicit ``-b`` in ``args`` still wins.
+    an explicit ``-b`` in ``args`` still wins. ``COLUMNS`` is only set when ``env`` sets it.
     """
-    full_env = {**os.environ, **(env or {})}
+    full_env = dict(os.environ)
+    # A COLUMNS exported by the shell running pytest would change table layouts.
+    full_env.pop("COLUMNS", None)
+    full_env.update(env or {})
     full_env.pop("MOLDAU_CLIENT_LOG", None)
     if bootstrap is not None:
         full_env["MOLDAU_BOOTSTRAP_SERVER"] = bootstrap

@@ -114,7 +114,7 @@ def fake(key: bytes | None, value: bytes | None, headers: object = None) -> Mess
 def test_text_format_order_matches_kafka_console_consumer() -> None:
     from moldau.cli.records import TextFormat
 
-    fmt = TextFormat(b"\t", key=True, timestamp=True, headers=True, partition_offset=True)
+    fmt = TextFormat(b"\t", key=True, timestamp=True, headers=True, partition=True, offset=True)
     line = fmt.render(fake(b"k", b"\xff\x00v", [("h", b"1"), ("h", None)]))
     assert line == b"CreateTime:1700000000000\tPartition:2\tOffset:7\th:1,h:null\tk\t\xff\x00v\n"
     assert TextFormat().render(fake(None, None)) == b"null\n"

@@ -23,7 +23,7 @@ from confluent_kafka.admin import (
 from .assignments import parse_assignments
 from .connection import Connection, connection_options
 from .errors import CliError
-from .output import stdout_console, table
+from .output import print_line, print_table, stdout_console, table
 
 _SOURCE_NAMES = {
     ConfigSource.DYNAMIC_TOPIC_CONFIG.value: "topic",
@@ -66,7 +66,7 @@ def print_configs(entries: Iterable[ConfigEntry], title: str) -> None:
     rows = list(entries)
     console = stdout_console()
     if not rows:
-        console.print(f"{title}: none")
+        print_line(console, f"{title}: none")
         return
     configs = table("Name", "Value", "Source", title=title)
     for entry in rows:
@@ -74,7 +74,7 @@ def print_configs(entries: Iterable[ConfigEntry], title: str) -> None:
         if entry.is_sensitive:
             value = "(sensitive)"
         configs.add_row(entry.name, value, _SOURCE_NAMES.get(_source_value(entry), "unknown"))
-    console.print(configs)
+    print_table(console, configs)
 
 
 def alter_configs(

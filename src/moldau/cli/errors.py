@@ -58,6 +58,16 @@ def as_cli_error(exc: BaseException, context: str) -> CliError:
     return CliError(f"{context}: {detail}")
 
 
+def _with_kafka_hint(exc: click.NoSuchOption) -> click.UsageError:
+    """A Kafka tool's flag that moldau spells differently: say how, in the same line."""
+    from .kafka_compat import hint_for
+
+    hint = hint_for(exc.option_name)
+    if hint is None:
+        return exc
+    return click.UsageError(f"no such option {exc.option_name}: {hint}", ctx=exc.ctx)
+
+
 class ErrorReportingGroup(click.Group):
     """Root command group that converts stray client exceptions into :class:`CliError`.
 
@@ -65,9 +75,17 @@ class ErrorReportingGroup(click.Group):
     so that a KafkaException we did not foresee still ends as one line, not a traceback.
     """
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            raise _with_kafka_hint(exc) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            raise _with_kafka_hint(exc) from None
         except KafkaException as exc:
             raise as_cli_error(exc, "request failed") from exc
         except BrokenPipeError:

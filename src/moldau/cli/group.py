@@ -28,12 +28,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
-from rich.table import Table
-from rich.text import Text
 
 from .connection import Connection, connection_options
 from .errors import CliError, as_cli_error, describe_kafka_error, kafka_error_of
-from .output import stdout_console, table
+from .output import Rows, print_line, print_table, stdout_console, table
 
 # (topic, partition): plain tuples hash and sort, TopicPartition objects do neither usefully.
 Key = tuple[str, int]
@@ -326,7 +324,7 @@ def list_groups(conn: Connection, states: tuple[str, ...]) -> None:
             state_name(getattr(listing, "state", None)),
             protocol_type(listing.is_simple_consumer_group),
         )
-    stdout_console().print(rows)
+    print_table(stdout_console(), rows)
 
 
 @dataclass
@@ -348,10 +346,9 @@ class _OffsetRow:
         }
 
 
-def _add_row(rows: Table, *cells: str) -> None:
-    """Cells as plain Text: a group or client id like ``[red]x`` must print as typed, not
-    be taken for rich markup."""
-    rows.add_row(*(Text(cell) for cell in cells))
+def _add_row(rows: Rows, *cells: str) -> None:
+    """Cells are plain text: a group or client id like ``[red]x`` prints as typed."""
+    rows.add_row(*cells)
 
 
 def _dash(value: object) -> str:
@@ -423,11 +420,11 @@ def describe(conn: Connection, group: str, fmt: str) -> None:
     where = "unknown" if coordinator is None else (
         f"{coordinator.id} ({coordinator.host}:{coordinator.port})"
     )
-    console.print(
+    print_line(
+        console,
         f"Group: {group}  State: {state}  "
         f"ProtocolType: {protocol_type(description.is_simple_consumer_group)}  "
         f"Assignor: {_dash(description.partition_assignor)}  Coordinator: {where}",
-        markup=False,
     )
     if description.members:
         members = table("Member", "Instance", "Client", "Host", "Partitions",
@@ -435,14 +432,14 @@ def describe(conn: Connection, group: str, fmt: str) -> None:
         for m in sorted(description.members, key=lambda m: m.member_id):
             _add_row(members, m.member_id, _dash(m.group_instance_id), _dash(m.client_id),
                             _dash(m.host), _dash(_assignment_text(m.assignment.topic_partitions)))
-        console.print(members)
+        print_table(console, members)
     else:
-        console.print("Members: none (the group is not consuming)")
+        print_line(console, "Members: none (the group is not consuming)")
     offsets = table("Topic", "Partition", "Committed", "End", "Lag", "Member", title="Offsets")
     for row in rows:
         _add_row(offsets, row.topic, str(row.partition), _dash(row.committed), _dash(row.end),
                         _dash(lag(row.committed, row.end)), _dash(row.member))
-    console.print(offsets)
+    print_table(console, offsets)
 
 
 @group_group.command("delete")
@@ -577,7 +574,7 @@ def reset_offsets(
     rows = table("Topic", "Partition", "Current", "New")
     for key in keys:
         _add_row(rows, key[0], str(key[1]), _dash(committed.get(key)), str(new[key]))
-    stdout_console().print(rows)
+    print_table(stdout_console(), rows)
     if not execute:
         click.echo("Dry run: no offsets changed (add --execute to apply).", err=True)
         return

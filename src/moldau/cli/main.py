@@ -17,7 +17,25 @@ from .produce import produce
 from .topic import topic_group
 
 
+def _client_versions() -> str:
+    # version() is typed as (str, int) but returns a bare string in some releases.
+    client: object = confluent_kafka.version()
+    client = client[0] if isinstance(client, tuple) else client
+    return f"confluent-kafka {client}, librdkafka {confluent_kafka.libversion()[0]}"
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``, as Kafka's tools take it: the same lines as ``moldau version``."""
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(f"moldau {__version__}")
+    click.echo(_client_versions())
+    ctx.exit()
+
+
 @click.group(cls=ErrorReportingGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Print the version and exit.")
 def cli() -> None:
     """moldau: a Kafka-compatible streaming platform (broker and client tools)."""
 
@@ -26,10 +44,7 @@ def cli() -> None:
 def version() -> None:
     """Print the moldau version and the Kafka client library it uses."""
     click.echo(f"moldau {__version__}")
-    # version() is typed as (str, int) but returns a bare string in some releases.
-    client: object = confluent_kafka.version()
-    client = client[0] if isinstance(client, tuple) else client
-    click.echo(f"confluent-kafka {client}, librdkafka {confluent_kafka.libversion()[0]}")
+    click.echo(_client_versions())
 
 
 cli.add_command(broker)

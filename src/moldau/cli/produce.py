@@ -24,7 +24,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from .assignments import parse_header_pairs
 from .connection import Connection, connection_options
-from .errors import CliError, as_cli_error
+from .errors import CliError, as_cli_error, describe_kafka_error
+from .kafka_compat import parse_properties, topic_argument
 from .output import stderr_console
 
 _MAX_REPORTED_FAILURES = 5
@@ -69,15 +70,26 @@ def split_lines(
 
 
 def _check_topic(producer: Producer, conn: Connection, topic: str, partition: int | None) -> None:
-    """Refuse early, rather than after the delivery timeout, when the target is wrong."""
+    """Refuse early, rather than after the delivery timeout, when the target is wrong.
+
+    The metadata request names the topic and allows auto-creation, as any producer's
+    does: a broker with ``auto.create.topics.enable`` creates a new topic here, and only
+    a broker that would refuse the records gets the producer refused.
+    """
     try:
-        metadata = producer.list_topics(timeout=conn.timeout)
+        metadata = producer.list_topics(topic, timeout=conn.timeout)
     except KafkaException as exc:
         raise as_cli_error(exc, "cannot fetch metadata") from exc
     found = metadata.topics.get(topic)
-    if found is None or found.error is not None:
-        raise CliError(f"topic {topic!r} does not exist")
-    if partition is not None and partition not in found.partitions:
+    error = None if found is None else found.error
+    if found is None or (error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        raise CliError(
+            f"topic {topic!r} does not exist and the broker does not create topics on first "
+            f"use (auto.create.topics.enable=false): moldau topic create {topic}"
+        )
+    if error is not None and error.code() != KafkaError.LEADER_NOT_AVAILABLE:
+        raise CliError(f"cannot produce to topic {topic!r}: {describe_kafka_error(error)}")
+    if partition is not None and found.partitions and partition not in found.partitions:
         raise CliError(f"topic {topic!r} has no partition {partition}")
 
 
@@ -108,7 +120,7 @@ def _produce_one(producer: Producer, topic: str, kwargs: dict[str, Any]) -> None
 
 
 @click.command("produce")
-@click.argument("topic")
+@topic_argument()
 @click.option(
     "--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Read lines from this file instead of stdin.",
@@ -125,6 +137,8 @@ def _produce_one(producer: Producer, topic: str, kwargs: dict[str, Any]) -> None
 @click.option(
     "--header", "headers", multiple=True, metavar="KEY=VALUE", help="Add to every record."
 )
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
+              help="kafka-console-producer's parse.key=true and key.separator (default TAB).")
 @click.option("--linger-ms", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option(
     "--delivery-timeout-ms", type=click.IntRange(min=1), default=30_000, show_default=True,
@@ -140,12 +154,17 @@ def produce(
     acks: str,
     compression: str,
     headers: tuple[str, ...],
+    properties: tuple[str, ...],
     linger_ms: int,
     delivery_timeout_ms: int,
 ) -> None:
     """Send each input line to TOPIC as one record."""
     if key_separator == "":
         raise CliError("--key-separator must not be empty")
+    props = parse_properties(properties, consumer=False)
+    if props.parse_key and key_separator is None:
+        # kafka-console-producer splits at key.separator only with parse.key=true (TAB default)
+        key_separator = props.key_separator or "\t"
     header_pairs = parse_header_pairs(headers, "--header")
     conn.check_reachable()
     producer = Producer(conn.client_config(**{

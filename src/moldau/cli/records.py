@@ -52,15 +52,18 @@ class TextFormat:
     key: bool = False
     timestamp: bool = False
     headers: bool = False
-    partition_offset: bool = False
+    partition: bool = False
+    offset: bool = False
+    value: bool = True
 
     def render(self, message: Message) -> bytes:
         fields: list[bytes] = []
         if self.timestamp:
             kind, ms = message.timestamp()
             fields.append(f"{_TIMESTAMP_TYPES.get(kind, 'NoTimestampType')}:{ms}".encode())
-        if self.partition_offset:
+        if self.partition:
             fields.append(f"Partition:{message.partition()}".encode())
+        if self.offset:
             fields.append(f"Offset:{message.offset()}".encode())
         if self.headers:
             pairs = _headers(message)
@@ -69,7 +72,8 @@ class TextFormat:
             )
         if self.key:
             fields.append(_raw(message.key()))
-        fields.append(_raw(message.value()))
+        if self.value:
+            fields.append(_raw(message.value()))
         return self.separator.join(fields) + b"\n"
 
 

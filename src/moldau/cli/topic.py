@@ -22,8 +22,9 @@ from .assignments import parse_assignments
 from .configs import alter_configs, fetch_configs, print_configs
 from .connection import Connection, connection_options
 from .errors import CliError, as_cli_error, kafka_error_of
+from .kafka_compat import topic_argument
 from .offsets import partition_offsets
-from .output import stdout_console, table
+from .output import print_line, print_table, stdout_console, table
 
 
 def _has_code(exc: KafkaException, code: int) -> bool:
@@ -52,7 +53,7 @@ def topic_group() -> None:
 
 
 @topic_group.command("create")
-@click.argument("name")
+@topic_argument()
 @click.option("--partitions", type=click.IntRange(min=1), help="Default: broker's num.partitions.")
 @click.option(
     "--replication-factor",
@@ -65,14 +66,15 @@ def topic_group() -> None:
 @connection_options
 def create(
     conn: Connection,
-    name: str,
+    topic: str,
     partitions: int | None,
     replication_factor: int | None,
     configs: tuple[str, ...],
     if_not_exists: bool,
     validate_only: bool,
 ) -> None:
-    """Create topic NAME."""
+    """Create topic TOPIC."""
+    name = topic
     new_topic = NewTopic(
         name,
         num_partitions=-1 if partitions is None else partitions,
@@ -98,12 +100,8 @@ def create(
         click.echo(f"Created topic {name}.")
 
 
-@topic_group.command("list")
-@click.option("--internal", is_flag=True, help="Also list internal topics (__consumer_offsets...).")
-@connection_options
-def list_topics(conn: Connection, internal: bool) -> None:
-    """Print topic names, one per line."""
-    admin = conn.admin()
+def _topic_names(conn: Connection, admin: AdminClient, internal: bool) -> list[str]:
+    """Sorted topic names, without internal topics unless ``internal``."""
     try:
         metadata = admin.list_topics(timeout=conn.timeout)
     except KafkaException as exc:
@@ -115,24 +113,54 @@ def list_topics(conn: Connection, internal: bool) -> None:
         names = [
             n for n in names if not conn.result(futures[n], f"cannot describe {n!r}").is_internal
         ]
-    for name in names:
+    return names
+
+
+@topic_group.command("list")
+@click.option("--internal", is_flag=True, help="Also list internal topics (__consumer_offsets...).")
+@connection_options
+def list_topics(conn: Connection, internal: bool) -> None:
+    """Print topic names, one per line."""
+    for name in _topic_names(conn, conn.admin(), internal):
         click.echo(name)
 
 
 @topic_group.command("describe")
-@click.argument("name")
+@topic_argument(required=False)
+@click.option("--internal", is_flag=True,
+              help="Without TOPIC: also describe internal topics (__consumer_offsets...).")
 @connection_options
-def describe(conn: Connection, name: str) -> None:
-    """Partitions (leader, replicas, ISR, offsets) and non-default configs of NAME."""
+def describe(conn: Connection, topic: str | None, internal: bool) -> None:
+    """Partitions (leader, replicas, ISR, offsets) and non-default configs of TOPIC.
+
+    Without TOPIC every topic is described, as ``kafka-topics --describe`` does
+    (internal ones only with --internal, as in ``topic list``).
+    """
     admin = conn.admin()
-    topic = describe_topic(conn, admin, name)
+    if topic is not None:
+        _describe_one(conn, admin, describe_topic(conn, admin, topic))
+        return
+    names = _topic_names(conn, admin, internal)
+    if not names:
+        click.echo("No topics.")
+        return
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=conn.timeout)
+    for number, name in enumerate(names):
+        if number:
+            click.echo()
+        _describe_one(conn, admin, conn.result(futures[name], f"cannot describe {name!r}"))
+
+
+def _describe_one(conn: Connection, admin: AdminClient, topic: TopicDescription) -> None:
+    name = topic.name
     partitions = sorted(topic.partitions, key=lambda p: p.id)
     offsets = partition_offsets(conn, admin, name, [p.id for p in partitions])
     replication = len(partitions[0].replicas) if partitions else 0
     console = stdout_console()
-    console.print(
-        f"Topic: {topic.name}  PartitionCount: {len(partitions)}  "
-        f"ReplicationFactor: {replication}  Internal: {'yes' if topic.is_internal else 'no'}"
+    print_line(
+        console,
+        f"Topic: {name}  PartitionCount: {len(partitions)}  "
+        f"ReplicationFactor: {replication}  Internal: {'yes' if topic.is_internal else 'no'}",
     )
     rows = table("Partition", "Leader", "Replicas", "ISR", "Earliest", "Latest")
     for p in partitions:
@@ -145,25 +173,26 @@ def describe(conn: Connection, name: str) -> None:
             str(earliest),
             str(latest),
         )
-    console.print(rows)
+    print_table(console, rows)
     resource = ConfigResource(ResourceType.TOPIC, name)
     print_configs(fetch_configs(conn, admin, resource, include_defaults=False), "Configs")
 
 
 @topic_group.command("alter")
-@click.argument("name")
+@topic_argument()
 @click.option("--partitions", type=click.IntRange(min=1), help="New total partition count.")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Set a config.")
 @click.option("--delete-config", multiple=True, metavar="KEY", help="Revert a config to default.")
 @connection_options
 def alter(
     conn: Connection,
-    name: str,
+    topic: str,
     partitions: int | None,
     configs: tuple[str, ...],
     delete_config: tuple[str, ...],
 ) -> None:
-    """Add partitions to NAME and/or change its configs."""
+    """Add partitions to TOPIC and/or change its configs."""
+    name = topic
     to_set = parse_assignments(configs, "--config")
     if partitions is None and not to_set and not delete_config:
         raise CliError("nothing to alter: give --partitions, --config or --delete-config")
@@ -183,11 +212,12 @@ def alter(
 
 
 @topic_group.command("delete")
-@click.argument("name")
+@topic_argument()
 @click.option("--if-exists", is_flag=True, help="Succeed if the topic does not exist.")
 @connection_options
-def delete(conn: Connection, name: str, if_exists: bool) -> None:
-    """Delete topic NAME and its data."""
+def delete(conn: Connection, topic: str, if_exists: bool) -> None:
+    """Delete topic TOPIC and its data."""
+    name = topic
     admin = conn.admin()
     futures = admin.delete_topics([name], request_timeout=conn.timeout)
     try:
