@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -27,7 +28,9 @@ from ..config import (
     validate_topic_configs,
 )
 from ..log.cleaner import CleanerConfig, LogCleaner, loop_owner
+from ..log.dir_failures import LogDirFailures
 from ..log.dir_lock import lock_log_dirs
+from ..log.errors import StorageError
 from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
 from ..protocol import codec
@@ -45,6 +48,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+#: How the metadata store is named in storage-fault log lines.
+METADATA_STORE = "metadata store"
 
 #: Prefix of the cluster-wide dynamic defaults (broker resource "") in the metadata store's one
 #: flat dict of broker configs; the name is ZooKeeper's entity name for the defaults in Kafka.
@@ -109,11 +115,18 @@ class Broker:
         # Before anything in a log dir is read or written (the metadata store included):
         # a second broker on the same dirs stops here instead of "recovering" live segments.
         self._dir_locks = lock_log_dirs(log_dirs, self.node_id)
+        #: I/O errors of every log dir (the metadata store's included) are reported here.
+        self.dir_failures = LogDirFailures()
+        metadata_dir = log_dirs[0]
         try:
-            self.metadata = LocalMetadataStore(log_dirs[0])
+            self.metadata = LocalMetadataStore(
+                metadata_dir,
+                on_io_error=lambda exc: self.dir_failures.io_failed(
+                    metadata_dir, METADATA_STORE, exc),
+                on_io_ok=lambda: self.dir_failures.io_succeeded(METADATA_STORE))
             self.config = restore_dynamic_configs(config, self.metadata.broker_configs())
             self.logs = LogManager(log_dirs, cluster_id=self.metadata.cluster_id,
-                                   node_id=self.node_id)
+                                   node_id=self.node_id, failures=self.dir_failures)
         except BaseException:
             self._release_locks()
             raise
@@ -125,9 +138,22 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner: LogCleaner | None = None
         self._handlers: dict[int, Handler] = {}
+        #: Set once every log dir is offline: why the broker shuts down (as Kafka's does).
+        self.fatal_error: str | None = None
+        #: Called to stop the broker (``serve`` sets it); a no-op for brokers run in tests.
+        self.request_shutdown: Callable[[], None] = lambda: None
+        self.dir_failures.add_listener(self._dir_offline)
         self._open_logs()
         self.groups = GroupService(self, now_ms())
         self.groups.load(now_ms())
+
+    def _dir_offline(self, log_dir: Path) -> None:
+        for plog in self.logs.all_logs_in(log_dir):
+            self.purgatory.wake_all((plog.topic, plog.partition))
+        if len(self.dir_failures.offline) == len(self.logs.log_dirs):
+            self.fatal_error = "every log dir is offline"
+            log.error("shutting down: every log dir is offline")
+            self.request_shutdown()
 
     # -- topics ------------------------------------------------------------------------------
 
@@ -192,11 +218,31 @@ class Broker:
             raise ApiError(ErrorCode.invalid_config, str(exc)) from exc
         if validate_only:
             return topic
-        self.metadata.create_topic(topic)
-        for partition in range(partitions):
-            self.logs.create(name, partition, log_config, topic.topic_id)
+        # Logs first, metadata last: a failure (a full disk) removes the logs made so far,
+        # so the metadata never names a partition that does not exist.
+        self._create_logs(topic, range(partitions), log_config)
+        try:
+            self.metadata.create_topic(topic)
+        except StorageError as exc:
+            self._delete_logs(name, range(partitions))
+            raise ApiError(ErrorCode.kafka_storage_error, f"Cannot create topic '{name}': {exc}"
+                           ) from None
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
+
+    def _create_logs(self, topic: TopicMetadata, partitions: range, log_config: Any) -> None:
+        """Create the logs of ``partitions``, all or none (KAFKA_STORAGE_ERROR)."""
+        for partition in partitions:
+            try:
+                self.logs.create(topic.name, partition, log_config, topic.topic_id)
+            except StorageError as exc:
+                self._delete_logs(topic.name, range(partitions.start, partition))
+                raise ApiError(ErrorCode.kafka_storage_error,
+                               f"Cannot create partitions of '{topic.name}': {exc}") from None
+
+    def _delete_logs(self, name: str, partitions: range) -> None:
+        for partition in partitions:
+            self.logs.delete(name, partition)
 
     def ensure_topic(self, name: str) -> TopicMetadata | None:
         """Auto-create ``name`` when ``auto.create.topics.enable`` allows; None otherwise."""
@@ -212,7 +258,10 @@ class Broker:
         if topic is None:
             raise ApiError(ErrorCode.unknown_topic_or_partition,
                            f"Topic '{name}' does not exist.")
-        self.metadata.delete_topic(name)
+        try:
+            self.metadata.delete_topic(name)
+        except StorageError as exc:
+            raise ApiError(ErrorCode.kafka_storage_error, str(exc)) from None
         for partition in range(topic.partitions):
             self.logs.delete(name, partition)
             self.purgatory.wake_all((name, partition))
@@ -234,9 +283,13 @@ class Broker:
         if validate_only:
             return
         log_config = self.log_config(topic)
-        for partition in range(topic.partitions, count):
-            self.logs.create(name, partition, log_config, topic.topic_id)
-        self.metadata.set_partitions(name, count)
+        added = range(topic.partitions, count)
+        self._create_logs(topic, added, log_config)
+        try:
+            self.metadata.set_partitions(name, count)
+        except StorageError as exc:
+            self._delete_logs(name, added)
+            raise ApiError(ErrorCode.kafka_storage_error, str(exc)) from None
 
     def set_topic_configs(self, name: str, configs: dict[str, str | None],
                           *, validate_only: bool = False) -> None:
@@ -251,7 +304,10 @@ class Broker:
             raise ApiError(ErrorCode.invalid_config, str(exc)) from exc
         if validate_only:
             return
-        self.metadata.set_topic_configs(name, clean)
+        try:
+            self.metadata.set_topic_configs(name, clean)
+        except StorageError as exc:
+            raise ApiError(ErrorCode.kafka_storage_error, str(exc)) from None
         self.logs.update_config(name, log_config)
 
     # -- requests ----------------------------------------------------------------------------
@@ -330,9 +386,7 @@ class Broker:
         self.logs.checkpoint()
 
     def _flush(self) -> None:
-        now = now_ms()
-        for plog in self.logs.all_logs():
-            plog.flush_if_due(now)
+        self.logs.flush_due(now_ms())
 
     async def stop_background(self) -> None:
         await self.groups.stop()

@@ -51,7 +51,7 @@ from ..coordinator.manager import (
 )
 from ..coordinator.offsets import OffsetAndMetadata, TopicPartition
 from ..coordinator.records import RecordFormatError
-from ..log.errors import LogError, RecordListTooLargeError, RecordTooLargeError
+from ..log.errors import LogError, RecordListTooLargeError, RecordTooLargeError, StorageError
 from ..log.partition_log import AppendOrigin
 from ..log.records_reader import iter_log_records
 from ..log.records_writer import encode_batch
@@ -166,12 +166,21 @@ class GroupService:
             log.error("group %s: cannot store %d records: %s", write.group_id,
                       len(write.records), exc)
             return ErrorCode.unknown_server_error
-        except OSError as exc:
-            log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
-            return ErrorCode.kafka_storage_error
-        except (LogError, ApiError) as exc:
+        except StorageError:
+            # Logged once per event by the failure channel. Kafka's coordinators answer a
+            # storage error with NOT_COORDINATOR, which clients retry after a lookup.
+            return ErrorCode.not_coordinator
+        except ApiError as exc:
+            if exc.code is ErrorCode.kafka_storage_error:  # creating the topic failed
+                return ErrorCode.coordinator_not_available
             log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
             return ErrorCode.coordinator_not_available
+        except LogError as exc:
+            log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
+            return ErrorCode.coordinator_not_available
+        except OSError as exc:  # not through the log: should not happen, but never crash
+            log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
+            return ErrorCode.not_coordinator
         plog.high_watermark = plog.log_end_offset
         broker.purgatory.notify_append((OFFSETS_TOPIC, partition), len(batch))
         return None

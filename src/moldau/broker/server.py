@@ -15,6 +15,7 @@ import signal
 import sys
 
 from ..config import BrokerConfig
+from ..log.errors import LogDirOfflineError
 from .broker import Broker
 from .connection import KafkaConnection
 from .handlers import register_all
@@ -37,6 +38,7 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
 async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     """Run a broker until ``stop`` is set."""
     broker = Broker(config)
+    broker.request_shutdown = stop.set
     register_all(broker)
     loop = asyncio.get_running_loop()
     listener = config.listeners[0]
@@ -58,6 +60,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         await broker.stop_background()
         broker.close()
         log.info("shut down cleanly")
+    if broker.fatal_error is not None:
+        raise LogDirOfflineError(broker.fatal_error)  # exit status 1, as Kafka halts
 
 
 def run_broker(config: BrokerConfig) -> None:

@@ -10,9 +10,12 @@ Metadata changes are rare (admin operations), so the cost of a full rewrite does
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import json
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +34,18 @@ def new_cluster_id() -> str:
 class LocalMetadataStore:
     """Metadata of a single-node cluster, persisted in one JSON file."""
 
-    def __init__(self, directory: Path, cluster_id: str | None = None) -> None:
+    def __init__(self, directory: Path, cluster_id: str | None = None, *,
+                 on_io_error: Callable[[OSError], Exception] | None = None,
+                 on_io_ok: Callable[[], None] | None = None) -> None:
+        """Load (or create) the store in ``directory``.
+
+        ``on_io_error`` turns an OSError of a write into the exception to raise instead (the
+        broker's storage error, which also logs it once); without it the OSError propagates.
+        ``on_io_ok`` is told of every successful write (to end a disk-full event).
+        """
         self._path = directory / METADATA_FILE
+        self._on_io_error = on_io_error
+        self._on_io_ok = on_io_ok
         directory.mkdir(parents=True, exist_ok=True)
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
@@ -62,7 +75,18 @@ class LocalMetadataStore:
         self._producer_id_limit = int(doc.get("producer_id_limit", 0))
         self._next_producer_id = self._producer_id_limit
 
-    def _save(self) -> None:
+    def _save(
+        self,
+        topics: dict[str, TopicMetadata] | None = None,
+        broker_configs: dict[str, str] | None = None,
+        producer_id_limit: int | None = None,
+    ) -> None:
+        """Persist the document with the given parts replaced, before memory changes.
+
+        Callers change their in-memory state only once this returned, so a failed write
+        (a full disk) leaves the store exactly as it was: nothing is half-created.
+        """
+        topics = self._topics if topics is None else topics
         doc: dict[str, Any] = {
             "version": 1,
             "cluster_id": self.cluster_id,
@@ -73,22 +97,32 @@ class LocalMetadataStore:
                     "partitions": t.partitions,
                     "configs": t.configs,
                 }
-                for t in self._topics.values()
+                for t in topics.values()
             ],
-            "broker_configs": self._broker_configs,
-            "producer_id_limit": self._producer_id_limit,
+            "broker_configs": self._broker_configs if broker_configs is None else broker_configs,
+            "producer_id_limit": (self._producer_id_limit if producer_id_limit is None
+                                  else producer_id_limit),
         }
         tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._path)
-        dir_fd = os.open(self._path.parent, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            with open(tmp, "w") as fh:
+                json.dump(doc, fh, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self._path)
+            dir_fd = os.open(self._path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            if self._on_io_error is None:
+                raise
+            raise self._on_io_error(exc) from None
+        if self._on_io_ok is not None:
+            self._on_io_ok()
 
     def topics(self) -> dict[str, TopicMetadata]:
         return self._topics
@@ -100,35 +134,41 @@ class LocalMetadataStore:
         return self._by_id.get(topic_id)
 
     def create_topic(self, topic: TopicMetadata) -> None:
+        self._save(topics={**self._topics, topic.name: topic})
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
-        self._save()
 
     def delete_topic(self, name: str) -> None:
-        topic = self._topics.pop(name, None)
-        if topic is not None:
-            self._by_id.pop(topic.topic_id, None)
-            self._save()
+        if name not in self._topics:
+            return
+        self._save(topics={k: v for k, v in self._topics.items() if k != name})
+        topic = self._topics.pop(name)
+        self._by_id.pop(topic.topic_id, None)
 
     def set_partitions(self, name: str, partitions: int) -> None:
-        self._topics[name].partitions = partitions
-        self._save()
+        self._replace_topic(name, dataclasses.replace(self._topics[name], partitions=partitions))
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self._topics[name].configs = dict(configs)
-        self._save()
+        self._replace_topic(name, dataclasses.replace(self._topics[name], configs=dict(configs)))
+
+    def _replace_topic(self, name: str, changed: TopicMetadata) -> None:
+        """Persist ``changed``, then update the existing object in place (others hold it)."""
+        self._save(topics={**self._topics, name: changed})
+        topic = self._topics[name]
+        topic.partitions, topic.configs = changed.partitions, changed.configs
 
     def broker_configs(self) -> dict[str, str]:
         return dict(self._broker_configs)
 
     def set_broker_configs(self, configs: dict[str, str]) -> None:
+        self._save(broker_configs=dict(configs))
         self._broker_configs = dict(configs)
-        self._save()
 
     def next_producer_id(self) -> int:
         if self._next_producer_id >= self._producer_id_limit:
-            self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
-            self._save()
+            limit = self._next_producer_id + PRODUCER_ID_BLOCK
+            self._save(producer_id_limit=limit)
+            self._producer_id_limit = limit
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid

@@ -46,7 +46,9 @@ class LogDirLock:
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
         path = log_dir / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Held read-only: a dir with no file open for writing can still be remounted
+        # read-only, and flock needs no write access.
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -60,9 +62,8 @@ class LogDirLock:
             raise
         self._fd: int | None = fd
         # Best effort: on a full disk the lock still holds, only the message loses its pid.
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid={os.getpid()}\nnode.id={node_id}\n".encode(), 0)
+        with contextlib.suppress(OSError), open(path, "w") as fh:
+            fh.write(f"pid={os.getpid()}\nnode.id={node_id}\n")
 
     def release(self) -> None:
         """Unlock and close (idempotent). The file stays, as Kafka's does."""

@@ -59,3 +59,18 @@ class RecordListTooLargeError(RecordTooLargeError):
 
 class OffsetOutOfRangeError(LogError):
     """The requested offset lies outside ``[log_start_offset, log_end_offset]`` (or the HW)."""
+
+
+class StorageError(LogError):
+    """An I/O error on a log dir, Kafka's KafkaStorageException (KAFKA_STORAGE_ERROR).
+
+    The operation that raised it left nothing half-done behind (a failed append is cut back).
+    """
+
+
+class DiskFullError(StorageError):
+    """No space left (ENOSPC, or EDQUOT): the same write succeeds once space is freed."""
+
+
+class LogDirOfflineError(StorageError):
+    """The log dir failed (EIO, read-only, gone) and stays offline until the broker restarts."""

@@ -50,8 +50,14 @@ class _IndexFile:
         """Make sure the file exists (empty) so a later open can tell 'no entries' from 'lost'."""
         self._open()
 
-    def write(self, data: bytes) -> None:
-        write_all(self._open(), (data,))
+    def write(self, data: bytes, size_before: int) -> None:
+        """Append ``data``; on failure (a full disk) cut the file back to ``size_before``."""
+        fd = self._open()
+        try:
+            write_all(fd, (data,))
+        except OSError:
+            os.ftruncate(fd, size_before)  # never leave a torn entry behind
+            raise
         self._dirty = True
 
     def truncate(self, size: int) -> None:
@@ -136,11 +142,13 @@ class _SparseIndex:
         self._file.create()
 
     def _append_entry(self, first: int, second: int) -> None:
+        # File first: a failed write (full disk) leaves memory and file as they were.
+        self._file.write(self._ENTRY.pack(first, second), len(self._first) * self._ENTRY.size)
         self._first.append(first)
         self._second.append(second)
-        self._file.write(self._ENTRY.pack(first, second))
 
-    def _keep(self, count: int) -> None:
+    def keep(self, count: int) -> None:
+        """Drop every entry after the first ``count`` (undoing appends that must not stay)."""
         if count < len(self._first):
             del self._first[count:]
             del self._second[count:]
@@ -155,7 +163,7 @@ class _SparseIndex:
             self._second.append(second)
             out += self._ENTRY.pack(first, second)
         self._file.truncate(0)
-        self._file.write(bytes(out))
+        self._file.write(bytes(out), 0)
 
     def flush(self) -> None:
         self._file.flush()
@@ -223,7 +231,7 @@ class OffsetIndex(_SparseIndex):
             bisect_right(self._first, offset - self.base_offset - 1),
             bisect_right(self._second, position - 1),
         )
-        self._keep(keep)
+        self.keep(keep)
 
     def rebuild(self, entries: Iterable[tuple[int, int]]) -> None:
         """Replace every entry with (offset, position) pairs (recovery)."""
@@ -281,7 +289,7 @@ class TimeIndex(_SparseIndex):
 
     def truncate(self, offset: int) -> None:
         """Drop entries whose offset is >= ``offset``."""
-        self._keep(bisect_right(self._second, offset - self.base_offset - 1))
+        self.keep(bisect_right(self._second, offset - self.base_offset - 1))
 
     def rebuild(self, entries: Iterable[tuple[int, int]]) -> None:
         """Replace every entry with (timestamp, offset) pairs (recovery)."""

@@ -12,6 +12,7 @@ only through :meth:`PartitionLog.replace_segments`, which it runs on the event l
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -27,12 +28,15 @@ from pathlib import Path
 from .batch import check_client_batches, offset_patched_chunks, parse_batches
 from .checkpoint import fsync_dir
 from .config import LONG_MAX, LogConfig
+from .dir_failures import LogDirFailures
 from .errors import (
     InvalidRecordError,
+    LogDirOfflineError,
     LogError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
+    StorageError,
     record_errors_error,
 )
 from .file_slice import FileSlice
@@ -109,6 +113,11 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._dir_dirty = False
+        #: Where I/O errors are reported; the log manager gives every log the broker's one.
+        self.failures = LogDirFailures()
+        #: True once the log dir failed: every operation raises LogDirOfflineError.
+        self.offline = False
+        self._write_failing = False
 
     # -- opening --------------------------------------------------------------------------
 
@@ -308,6 +317,33 @@ class PartitionLog:
         self.config = config
         self.active_segment.index_interval_bytes = config.index_interval_bytes
 
+    # -- storage faults ---------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise LogDirOfflineError(f"{self.name}: log dir {self.directory.parent} is offline")
+
+    def _io_failed(self, exc: OSError) -> StorageError:
+        """Report an OSError to the broker's failure channel; the error to raise instead."""
+        self._write_failing = True
+        return self.failures.io_failed(self.directory.parent, self.name, exc)
+
+    def _io_succeeded(self) -> None:
+        if self._write_failing:
+            self._write_failing = False
+            self.failures.io_succeeded(self.name)
+
+    def go_offline(self) -> None:
+        """The log dir failed: refuse everything from now on and let go of descriptors."""
+        self.offline = True
+        for segment in self._segments:
+            with contextlib.suppress(OSError):
+                segment.close()
+
     # -- append ---------------------------------------------------------------------------
 
     def append(
@@ -326,6 +362,7 @@ class PartitionLog:
         RecordTooLargeError (a batch over ``max.message.bytes``) or RecordListTooLargeError
         (more than a whole segment) without writing anything.
         """
+        self._check_online()
         headers = parse_batches(records)
         config = self.config
         if origin is AppendOrigin.CLIENT:
@@ -350,9 +387,15 @@ class PartitionLog:
         last_offset, chunks = offset_patched_chunks(records, headers, base_offset, leader_epoch,
                                                     append_time)
         max_timestamp = max(header.max_timestamp for header in headers)
-        segment = self._maybe_roll(len(records), last_offset, max_timestamp, now_ms)
-        segment.append(chunks, headers)
-        self._epochs.assign(leader_epoch, base_offset)
+        try:
+            # The epoch first, as Kafka does: if the data then fails, the next append
+            # carries the same epoch and start offset, and loading drops dangling epochs.
+            self._epochs.assign(leader_epoch, base_offset)
+            segment = self._maybe_roll(len(records), last_offset, max_timestamp, now_ms)
+            segment.append(chunks, headers)
+        except OSError as exc:
+            raise self._io_failed(exc) from None
+        self._io_succeeded()
         count = last_offset - base_offset + 1
         self._unflushed_messages += count
         if self._unflushed_messages >= config.flush_interval_messages:
@@ -412,7 +455,12 @@ class PartitionLog:
             return active
         now = _now_ms() if now_ms is None else now_ms
         segment = self._new_segment(self.directory, self.config, self.log_end_offset, now)
-        active.seal()
+        try:
+            active.seal()
+        except OSError:
+            with contextlib.suppress(OSError):
+                segment.delete()  # so the next roll can create it again
+            raise
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self._dir_dirty = True
@@ -423,13 +471,17 @@ class PartitionLog:
     def flush(self, now_ms: int | None = None) -> None:
         """fsync every segment above the recovery point (and the directory if it changed),
         then move the recovery point to the log end offset."""
+        self._check_online()
         leo = self.log_end_offset
         first = max(0, bisect_right(self._bases, self._recovery_point) - 1)
-        for segment in self._segments[first:]:
-            segment.flush()
-        if self._dir_dirty:
-            fsync_dir(self.directory)
-            self._dir_dirty = False
+        try:
+            for segment in self._segments[first:]:
+                segment.flush()
+            if self._dir_dirty:
+                fsync_dir(self.directory)
+                self._dir_dirty = False
+        except OSError as exc:
+            raise self._io_failed(exc) from None
         self._recovery_point = leo
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms() if now_ms is None else now_ms
@@ -472,16 +524,21 @@ class PartitionLog:
         below ``max_offset`` (the high watermark) are left out. An offset in a gap at the end
         of a segment continues in the next one. None: nothing to return (offset at the log
         end or at/above ``max_offset``, or the first batch too big without ``min_one_batch``).
-        Raises OffsetOutOfRangeError outside ``[log_start_offset, log_end_offset]``.
+        Raises OffsetOutOfRangeError outside ``[log_start_offset, log_end_offset]``, and
+        StorageError when the log dir is offline or the read fails.
         """
+        self._check_online()
         self._check_offset(offset)
         if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
             return None
         segments = self._segments
-        for i in range(self._segment_index(offset), len(segments)):
-            first = segments[i].find_batch(offset)
-            if first is not None:
-                return segments[i].slice_from(first, max_bytes, min_one_batch, max_offset)
+        try:
+            for i in range(self._segment_index(offset), len(segments)):
+                first = segments[i].find_batch(offset)
+                if first is not None:
+                    return segments[i].slice_from(first, max_bytes, min_one_batch, max_offset)
+        except OSError as exc:
+            raise self._io_failed(exc) from None
         return None
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
@@ -553,21 +610,29 @@ class PartitionLog:
 
     def _delete_oldest(self, deletable: Callable[[LogSegment, LogSegment], bool]) -> int:
         """Delete leading non-active segments while ``deletable(segment, next_segment)``."""
+        self._check_online()
         count = 0
-        while len(self._segments) > 1 and deletable(self._segments[0], self._segments[1]):
-            segment = self._segments.pop(0)
-            self._bases.pop(0)
-            segment.delete()
-            count += 1
-        if count:
-            self._dir_dirty = True
-            self._advance_log_start(self._segments[0].base_offset)
+        try:
+            while len(self._segments) > 1 and deletable(self._segments[0], self._segments[1]):
+                self._segments[0].delete()
+                self._segments.pop(0)
+                self._bases.pop(0)
+                count += 1
+        except OSError as exc:
+            raise self._io_failed(exc) from None
+        finally:
+            if count:  # even after a failure: what was deleted is gone
+                self._dir_dirty = True
+                self._advance_log_start(self._segments[0].base_offset)
         return count
 
     def _advance_log_start(self, offset: int) -> None:
         if offset > self._log_start_offset:
             self._log_start_offset = offset
-            self._epochs.truncate_from_start(offset)
+            try:
+                self._epochs.truncate_from_start(offset)  # memory first; reloads redo it
+            except OSError as exc:
+                raise self._io_failed(exc) from None
             self._high_watermark = max(self._high_watermark, offset)
             self._recovery_point = max(self._recovery_point, offset)
 
@@ -673,9 +738,13 @@ class PartitionLog:
 
     def close(self) -> None:
         """Flush and release all descriptors (slices already handed out stay readable)."""
-        self.flush()
-        for segment in self._segments:
-            segment.close()
+        try:
+            if not self.offline:
+                self.flush()
+        finally:
+            for segment in self._segments:
+                with contextlib.suppress(OSError):
+                    segment.close()
 
     def delete(self) -> None:
         """Remove the partition: rename the directory to ``*-delete`` as Kafka does, then rm.

@@ -17,6 +17,7 @@ cost one descriptor each.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -123,9 +124,15 @@ class LogSegment:
         )
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
         segment._write_fd = os.open(segment.log_path, flags, 0o644)
-        segment._reader = ReadHandle(segment.log_path, "rb")
-        segment.offset_index.create()
-        segment.time_index.create()
+        try:
+            segment._reader = ReadHandle(segment.log_path, "rb")
+            segment.offset_index.create()
+            segment.time_index.create()
+        except OSError:
+            # Leave no file behind (a full disk): the next roll must be able to O_EXCL again.
+            with contextlib.suppress(OSError):
+                segment.delete()
+            raise
         segment._dirty = True
         return segment
 
@@ -314,28 +321,36 @@ class LogSegment:
         ``position`` relative to the first chunk. Indexing is per batch, so an entry always
         points at a batch start no matter how many batches one append carries. On a failed
         write (disk full) the file is cut back to its previous size so the segment never keeps
-        half a batch.
+        half a batch,
+        nor index entries pointing past its end.
         """
         if not batches:
             return
         start = self.size
         fd = self._writer()
+        max_timestamp, offset_of_max = self.max_timestamp, self.offset_of_max_timestamp
+        since_index = self._bytes_since_index
+        offset_entries, time_entries = len(self.offset_index), len(self.time_index)
         try:
             written = write_all(fd, chunks)
+            for batch in batches:
+                if batch.max_timestamp > max_timestamp:
+                    max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
+                if since_index >= self.index_interval_bytes:
+                    self.offset_index.append(batch.last_offset, start + batch.position)
+                    self.time_index.maybe_append(max_timestamp, offset_of_max)
+                    since_index = 0
+                since_index += batch.size
         except OSError:
+            # All or nothing: the log and both indexes go back to where they were.
             os.ftruncate(fd, start)
+            self.offset_index.keep(offset_entries)
+            self.time_index.keep(time_entries)
             raise
         if start == 0 and batches[0].max_timestamp >= 0:
             self.rolling_base_ms = batches[0].max_timestamp
-        for batch in batches:
-            if batch.max_timestamp > self.max_timestamp:
-                self.max_timestamp = batch.max_timestamp
-                self.offset_of_max_timestamp = batch.last_offset
-            if self._bytes_since_index >= self.index_interval_bytes:
-                self.offset_index.append(batch.last_offset, start + batch.position)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self._bytes_since_index = 0
-            self._bytes_since_index += batch.size
+        self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_index = since_index
         self.size = start + written
         self.next_offset = batches[-1].next_offset
         self._dirty = True

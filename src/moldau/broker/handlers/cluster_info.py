@@ -59,10 +59,18 @@ def _dir_result(ctx: RequestContext, log_dir: Path, sizes: dict[tuple[str, int],
                  total_bytes=total, usable_bytes=usable)
 
 
+def _offline_dir_result(ctx: RequestContext, log_dir: Path) -> Any:
+    """An offline dir, as Kafka reports it: KAFKA_STORAGE_ERROR and nothing else known."""
+    return build(ctx.resp.DescribeLogDirsResult, error_code=ErrorCode.kafka_storage_error,
+                 log_dir=str(log_dir.resolve()), topics=(), total_bytes=-1, usable_bytes=-1)
+
+
 async def handle_describe_log_dirs(request: Any, ctx: RequestContext) -> Any:
     wanted = _requested(request)
-    results = tuple(_dir_result(ctx, d, sizes, wanted)
-                    for d, sizes in ctx.broker.logs.log_dir_sizes().items())
+    logs = ctx.broker.logs
+    results = tuple(_offline_dir_result(ctx, d) if logs.is_offline(d)
+                    else _dir_result(ctx, d, sizes, wanted)
+                    for d, sizes in logs.log_dir_sizes().items())
     return build(ctx.resp.DescribeLogDirsResponse, throttle_time=NO_THROTTLE,
                  error_code=ErrorCode.none, results=results)
 

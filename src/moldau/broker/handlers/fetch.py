@@ -18,7 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ...log.errors import OffsetOutOfRangeError
+from ...log.errors import OffsetOutOfRangeError, StorageError
 from ...protocol import codec
 from ...protocol.codec import build
 from ..broker import Broker, RequestContext
@@ -72,9 +72,10 @@ def _read_all(broker: Broker, request: Any) -> tuple[list[tuple[Any, list[_Parti
                 parts.append(_PartitionRead(name, p.partition, topic_code))
                 continue
             plog = broker.partition_log(name, p.partition)
-            if plog is None:
+            if plog is None or plog.offline:
                 parts.append(_PartitionRead(name, p.partition,
-                                            ErrorCode.unknown_topic_or_partition))
+                                            ErrorCode.kafka_storage_error if plog
+                                            else ErrorCode.unknown_topic_or_partition))
                 continue
             read = _PartitionRead(name, p.partition, ErrorCode.none, plog.high_watermark,
                                   plog.log_start_offset)
@@ -85,6 +86,9 @@ def _read_all(broker: Broker, request: Any) -> tuple[list[tuple[Any, list[_Parti
                                      max_offset=plog.high_watermark)
                 except OffsetOutOfRangeError:
                     read.code = ErrorCode.offset_out_of_range
+                    data = None
+                except StorageError:  # an offline log dir, or a failed read (logged once)
+                    read.code = ErrorCode.kafka_storage_error
                     data = None
                 if data is not None and data.size > 0:
                     read.data = data

@@ -44,10 +44,11 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         partitions = []
         for p in topic.partitions:
             plog = broker.partition_log(topic.name, p.partition_index)
-            if plog is None:
+            if plog is None or plog.offline:
                 partitions.append(build(m.ListOffsetsPartitionResponse,
                                         partition_index=p.partition_index,
-                                        error_code=ErrorCode.unknown_topic_or_partition,
+                                        error_code=ErrorCode.kafka_storage_error if plog
+                                        else ErrorCode.unknown_topic_or_partition,
                                         timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             current = getattr(p, "current_leader_epoch", -1)

@@ -41,8 +41,17 @@ def topic_entry(ctx: RequestContext, name: str, operations: int) -> Any:
     topic = broker.metadata.topic(name)
     assert topic is not None
     node = broker.node_id
-    partitions = tuple(
-        build(
+    partitions = []
+    for p in range(topic.partitions):
+        plog = broker.partition_log(name, p)
+        if plog is not None and plog.offline:
+            # Its only replica is in an offline log dir: no leader, as Kafka reports it.
+            partitions.append(build(
+                m.MetadataResponsePartition, error_code=ErrorCode.leader_not_available,
+                partition_index=p, leader_id=-1, leader_epoch=broker.leader_epoch,
+                replica_nodes=(node,), isr_nodes=(), offline_replicas=(node,)))
+            continue
+        partitions.append(build(
             m.MetadataResponsePartition,
             error_code=ErrorCode.none,
             partition_index=p,
@@ -51,16 +60,14 @@ def topic_entry(ctx: RequestContext, name: str, operations: int) -> Any:
             replica_nodes=(node,),
             isr_nodes=(node,),
             offline_replicas=(),
-        )
-        for p in range(topic.partitions)
-    )
+        ))
     return build(
         m.MetadataResponseTopic,
         error_code=ErrorCode.none,
         name=name,
         topic_id=topic.topic_id,
         is_internal=name in INTERNAL_TOPICS,
-        partitions=partitions,
+        partitions=tuple(partitions),
         topic_authorized_operations=operations,
     )
 

@@ -21,6 +21,7 @@ from ...log.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
     RecordTooLargeError,
+    StorageError,
 )
 from ...log.partition_log import AppendOrigin
 from ...protocol.codec import build
@@ -37,6 +38,7 @@ ADMIN_CLIENT_ID = "__admin_client"
 
 # Most specific first: the first matching class decides the code.
 _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
+    StorageError: ErrorCode.kafka_storage_error,  # logged once per event, not per request
     RecordListTooLargeError: ErrorCode.record_list_too_large,
     CorruptRecordError: ErrorCode.corrupt_message,
     InvalidRecordError: ErrorCode.invalid_record,
@@ -90,7 +92,8 @@ def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
         result = plog.append(data.records, leader_epoch=broker.leader_epoch, now_ms=now_ms(),
                              origin=AppendOrigin.CLIENT)
     except LogError as exc:
-        log.info("rejected produce to %s-%d: %s", topic, index, exc)
+        if not isinstance(exc, StorageError):
+            log.info("rejected produce to %s-%d: %s", topic, index, exc)
         code = next((c for cls, c in _LOG_ERRORS.items() if isinstance(exc, cls)),
                     ErrorCode.unknown_server_error)
         record_errors = exc.record_errors if isinstance(exc, InvalidRecordError) else ()

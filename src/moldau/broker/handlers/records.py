@@ -15,7 +15,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ...log.errors import OffsetOutOfRangeError
+from ...log.errors import OffsetOutOfRangeError, StorageError
 from ...protocol.codec import build
 from ..broker import RequestContext
 from ..errors import ApiError
@@ -41,6 +41,8 @@ def _delete_before(ctx: RequestContext, topic: str, partition: int, offset: int)
         return plog.delete_records_before(offset)
     except OffsetOutOfRangeError as exc:
         raise ApiError(ErrorCode.offset_out_of_range, str(exc)) from exc
+    except StorageError as exc:  # logged once by the failure channel
+        raise ApiError(ErrorCode.kafka_storage_error, str(exc)) from exc
 
 
 async def handle_delete_records(request: Any, ctx: RequestContext) -> Any:
@@ -68,6 +70,8 @@ def _epoch_end(ctx: RequestContext, topic: str, p: Any) -> tuple[ErrorCode, int,
     plog = broker.partition_log(topic, p.partition)
     if plog is None:
         return ErrorCode.unknown_topic_or_partition, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+    if plog.offline:
+        return ErrorCode.kafka_storage_error, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
     current = p.current_leader_epoch
     # The client's view of the leader epoch must match ours, as in a fetch (KIP-320):
     # newer means we have not caught up with the controller, older means the client is stale.
