@@ -19,8 +19,13 @@ from ..log.errors import LogDirOfflineError
 from .broker import Broker
 from .connection import KafkaConnection
 from .handlers import register_all
+from .log_level import ENV_VAR, parse_log_level
 
 log = logging.getLogger(__name__)
+
+
+class ListenerError(OSError):
+    """The listener's address cannot be bound (in use, not local, unresolvable)."""
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -42,10 +47,15 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     register_all(broker)
     loop = asyncio.get_running_loop()
     listener = config.listeners[0]
-    server = await loop.create_server(
-        lambda: KafkaConnection(broker), listener.host or None, listener.port,
-        reuse_address=True, backlog=1024,
-    )
+    try:
+        server = await loop.create_server(
+            lambda: KafkaConnection(broker), listener.host or None, listener.port,
+            reuse_address=True, backlog=1024,
+        )
+    except OSError as exc:
+        broker.close()  # the logs were opened: close them cleanly, skipping recovery next time
+        raise ListenerError(f"cannot listen on {listener.name}://{listener.host}:"
+                            f"{listener.port}: {_reason(exc)}") from exc
     broker.start_background()
     data = ", ".join(str(d.resolve()) for d in config.log_dirs)
     print(f"moldau broker {broker.node_id} listening on {listener.host}:{listener.port}, "
@@ -64,10 +74,18 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         raise LogDirOfflineError(broker.fatal_error)  # exit status 1, as Kafka halts
 
 
+def _reason(exc: OSError) -> str:
+    """The system's words for a bind failure ("Address already in use"), without the
+    address asyncio repeats in its message."""
+    if exc.errno is not None and exc.errno > 0:
+        return os.strerror(exc.errno)
+    return exc.strerror or str(exc)  # resolver errors (negative codes) carry their own text
+
+
 def run_broker(config: BrokerConfig) -> None:
     """Start a broker and block until SIGINT or SIGTERM."""
     logging.basicConfig(
-        level=os.environ.get("MOLDAU_LOG_LEVEL", "INFO"),
+        level=parse_log_level(os.environ.get(ENV_VAR)),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

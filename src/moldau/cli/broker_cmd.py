@@ -29,10 +29,14 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 )
 def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
     """Run a broker until Ctrl-C or SIGTERM."""
+    from ..broker.log_level import ENV_VAR, LogLevelError, parse_log_level
+
+    try:
+        level = parse_log_level(os.environ.get(ENV_VAR))
+    except LogLevelError as exc:
+        raise CliError(str(exc)) from None
     # Configure logging before the config is read: it logs the keys it ignores.
-    logging.basicConfig(
-        level=os.environ.get("MOLDAU_LOG_LEVEL", "INFO"), format=LOG_FORMAT, stream=sys.stderr
-    )
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
     from ..config import BrokerConfig, ConfigError
 
     try:
@@ -41,11 +45,15 @@ def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
         raise CliError(f"invalid configuration: {exc}") from None
 
     from ..broker.server import run_broker
+    from ..cluster.local import MetadataStoreError
     from ..log.errors import LogError
 
     try:
         run_broker(config)
-    except OSError as exc:  # typically the port is taken or the data dir is not writable
+    except OSError as exc:  # the port is taken (named by its listener), a data dir unusable
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise CliError(f"broker stopped: {where}{exc.strerror or exc}") from None
+    except (LogError, MetadataStoreError) as exc:  # a log dir locked, not ours, unreadable
         raise CliError(f"broker stopped: {exc}") from None
-    except LogError as exc:  # a log dir locked by another broker, or not ours
-        raise CliError(f"broker stopped: {exc}") from None
+    except ConfigError as exc:  # a stored value a start-up check refuses
+        raise CliError(f"broker stopped: invalid configuration: {exc}") from None

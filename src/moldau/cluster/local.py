@@ -31,6 +31,10 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+class MetadataStoreError(Exception):
+    """The metadata file exists but cannot be read: the broker must not start on a guess."""
+
+
 class LocalMetadataStore:
     """Metadata of a single-node cluster, persisted in one JSON file."""
 
@@ -59,7 +63,14 @@ class LocalMetadataStore:
             self._save()
 
     def _load(self) -> None:
-        doc = json.loads(self._path.read_text())
+        try:
+            self._parse(json.loads(self._path.read_text()))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise MetadataStoreError(
+                f"{self._path}: not a moldau metadata document ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def _parse(self, doc: Any) -> None:
         self.cluster_id = doc.get("cluster_id", self.cluster_id)
         for raw in doc.get("topics", []):
             topic = TopicMetadata(
