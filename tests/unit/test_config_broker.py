@@ -57,6 +57,9 @@ def test_defaults() -> None:
     assert cfg.log_cleaner_min_cleanable_ratio == 0.5
     assert cfg.log_cleaner_min_compaction_lag_ms == 0
     assert cfg.log_cleaner_max_compaction_lag_ms == LONG_MAX
+    assert cfg.log_scrubber_enable is False
+    assert cfg.log_scrubber_bytes_per_second == 1_048_576
+    assert cfg.log_scrubber_backoff_ms == 60_000
     assert cfg.log_segment_delete_delay_ms == 60_000
     assert cfg.zookeeper_connect is None
     assert cfg.zookeeper_session_timeout_ms == 18_000
@@ -145,6 +148,8 @@ def test_node_id_and_broker_id() -> None:
                                              "be either true or false"),
         ("log.cleaner.min.cleanable.ratio", "2", "Value must be no more than 1"),
         ("log.cleaner.min.cleanable.ratio", "x", "Not a number of type DOUBLE"),
+        ("log.scrubber.bytes.per.second", "0", "Value must be at least 1"),
+        ("log.scrubber.enable", "on", "Expected value to be either true or false"),
         ("log.cleanup.policy", "delete,shred", "String must be one of: compact, delete"),
         ("log.message.timestamp.type", "createtime", "String must be one of: CreateTime, "
                                                      "LogAppendTime"),

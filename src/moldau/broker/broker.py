@@ -33,6 +33,7 @@ from ..log.dir_lock import lock_log_dirs
 from ..log.errors import StorageError
 from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
+from ..log.scrubber import LogScrubber, ScrubberConfig
 from ..protocol import codec
 from ..protocol.apis import API_VERSIONS, SUPPORTED
 from ..protocol.frames import FrameError, parse_request_header, response_header, skip_tagged_fields
@@ -137,6 +138,7 @@ class Broker:
         self.leader_epoch = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner: LogCleaner | None = None
+        self.scrubber: LogScrubber | None = None
         self._handlers: dict[int, Handler] = {}
         #: Set once every log dir is offline: why the broker shuts down (as Kafka's does).
         self.fatal_error: str | None = None
@@ -368,6 +370,14 @@ class Broker:
                 self.logs, CleanerConfig(backoff_ms=self.config.log_cleaner_backoff_ms),
                 owner=loop_owner(loop))
             self.cleaner.start()
+        if self.config.log_scrubber_enable and self.scrubber is None:
+            # Re-reads closed segments at a bounded rate on its own thread (never writes).
+            self.scrubber = LogScrubber(
+                self.logs,
+                ScrubberConfig(bytes_per_second=self.config.log_scrubber_bytes_per_second,
+                               backoff_ms=self.config.log_scrubber_backoff_ms),
+                owner=loop_owner(loop))
+            self.scrubber.start()
 
     async def _every(self, interval_ms: int, chore: Callable[[], None]) -> None:
         # Clamp to a day so that Long.MAX ("never") does not overflow the loop's timer.
@@ -396,7 +406,11 @@ class Broker:
         self._tasks.clear()
 
     def close(self) -> None:
-        """Stop the cleaner, then close the logs (flush, checkpoints, clean-shutdown marker)."""
+        """Stop the scrubber and the cleaner, then close the logs (flush, checkpoints,
+        clean-shutdown marker)."""
+        if self.scrubber is not None:
+            self.scrubber.stop()
+            self.scrubber = None
         if self.cleaner is not None:
             self.cleaner.stop()
             self.cleaner = None

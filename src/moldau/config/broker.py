@@ -605,6 +605,18 @@ class BrokerConfig:
         return self._int("log.cleaner.backoff.ms")
 
     @property
+    def log_scrubber_enable(self) -> bool:
+        return self._bool("log.scrubber.enable")
+
+    @property
+    def log_scrubber_bytes_per_second(self) -> int:
+        return self._int("log.scrubber.bytes.per.second")
+
+    @property
+    def log_scrubber_backoff_ms(self) -> int:
+        return self._int("log.scrubber.backoff.ms")
+
+    @property
     def replica_fetch_max_bytes(self) -> int:
         return self._int("replica.fetch.max.bytes")
 

@@ -175,6 +175,13 @@ _KEYS: list[ConfigKey] = [
               "accepted, unused.", MEDIUM, used=False),
     ConfigKey("log.cleaner.io.max.bytes.per.second", DOUBLE, 1.7976931348623157e308, "Compaction "
               "I/O throttle; accepted, unused.", MEDIUM, used=False),
+    # -- scrubber (moldau's own: Kafka has none) ---------------------------------------------
+    ConfigKey("log.scrubber.enable", BOOL, False, "Re-check the CRCs of closed segments in the "
+              "background and log corrupt batches (moldau-specific).", MEDIUM),
+    ConfigKey("log.scrubber.bytes.per.second", LONG, 1_048_576, "Read rate of the scrubber "
+              "(moldau-specific).", MEDIUM, at_least(1)),
+    ConfigKey("log.scrubber.backoff.ms", LONG, 60_000, "Pause of the scrubber between passes "
+              "over all closed segments (moldau-specific).", MEDIUM, at_least(0)),
     # -- network ---------------------------------------------------------------------------
     ConfigKey("socket.request.max.bytes", INT, 104_857_600, "Largest request frame accepted; "
               "bigger frames close the connection.", HIGH, at_least(1)),
