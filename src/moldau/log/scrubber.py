@@ -174,7 +174,7 @@ class LogScrubber:
         """On the owner thread: the segment's whole file, if it is still a closed segment of a
         live log (retention, compaction or deletion may have changed that since the listing)."""
         plog = target.log
-        if self.manager.get(target.topic, target.partition) is not plog:
+        if self.manager.get(target.topic, target.partition) is not plog or plog.offline:
             return None
         for segment in plog.segments[:-1]:
             if segment.base_offset == target.base_offset:
@@ -199,8 +199,10 @@ class LogScrubber:
                 found.extend(self._report(target, reported, header.position, header.crc,
                                           header.base_offset, what))
         except OSError as exc:
-            log.warning("log scrubber could not read segment %d of %s-%d: %s",
-                        target.base_offset, target.topic, target.partition, exc)
+            if (-1, -1) not in reported:  # once, like corruption
+                reported.add((-1, -1))
+                log.warning("log scrubber could not read segment %d of %s-%d: %s",
+                            target.base_offset, target.topic, target.partition, exc)
             return found
         if scan.problem is not None:
             found.extend(self._report(target, reported, scan.end, -1, -1, scan.problem))
