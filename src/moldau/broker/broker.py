@@ -337,7 +337,11 @@ class Broker:
         flexible = codec.is_flexible(key, version)
         if flexible:
             offset = skip_tagged_fields(frame, offset)
-        request = codec.decode_request(key, version, frame, offset)
+        try:
+            request = codec.decode_request(key, version, frame, offset)
+        except FrameError as exc:
+            raise FrameError(f"malformed {api.name} v{version} request from client "
+                             f"{header.client_id!r}: {exc}") from None
         ctx = RequestContext(self, header, version, codec.response_module(key, version),
                              client_host)
         result = await handler(request, ctx)

@@ -19,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from .frames import FrameError
+from .validate import validate_request
 
 T = TypeVar("T")
 
@@ -53,12 +54,18 @@ def is_flexible(api_key: int, version: int) -> bool:
 
 
 def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset: int) -> Any:
-    """Decode a request body; malformed bodies raise :class:`FrameError`."""
+    """Decode a request body; malformed bodies raise :class:`FrameError`.
+
+    The body is checked by :mod:`.validate` first: kio's native reader trusts counts and would
+    abort the process on an absurd one. Whatever else kio refuses (bad UTF-8, a boolean that
+    is neither 0 nor 1, ...) it raises as an ordinary exception, turned into FrameError here.
+    """
+    validate_request(api_key, version, frame, offset)
     _, reader = request_reader(api_key, version)
     try:
         value, _size = reader(frame, offset)
     except Exception as exc:  # kio raises several types for malformed input
-        raise FrameError(f"malformed body for api {api_key} v{version}: {exc}") from exc
+        raise FrameError(f"kio: {type(exc).__name__}: {exc}") from exc
     return value
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 _HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _INT32 = struct.Struct(">i")
 API_VERSIONS_KEY = 18
+#: Kafka 4.x refuses a tagged-field section with more entries than this.
+MAX_TAGGED_FIELDS = 10_000
 
 
 class FrameError(Exception):
@@ -81,6 +83,8 @@ def _read_uvarint(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
 def skip_tagged_fields(buf: bytes | memoryview, offset: int) -> int:
     """Skip a tagged-field section (request header v2); moldau uses no header tags."""
     count, offset = _read_uvarint(buf, offset)
+    if count > MAX_TAGGED_FIELDS:
+        raise FrameError(f"{count} tagged fields in the request header")
     for _ in range(count):
         _tag, offset = _read_uvarint(buf, offset)
         size, offset = _read_uvarint(buf, offset)
