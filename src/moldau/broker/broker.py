@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import traceback
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -35,9 +36,16 @@ from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
 from ..log.scrubber import LogScrubber, ScrubberConfig
 from ..protocol import codec
-from ..protocol.apis import API_VERSIONS, SUPPORTED
-from ..protocol.frames import FrameError, parse_request_header, response_header, skip_tagged_fields
+from ..protocol.apis import API_VERSIONS, PRODUCE, SUPPORTED, ApiRange
+from ..protocol.frames import (
+    FrameError,
+    RequestHeader,
+    parse_request_header,
+    response_header,
+    skip_tagged_fields,
+)
 from .buffer_pool import BufferPool
+from .error_responses import error_response
 from .errors import ApiError
 from .group_service import OFFSETS_TOPIC, GroupService
 from .purgatory import FetchPurgatory
@@ -327,8 +335,8 @@ class Broker:
             # KIP-511: answer with v0 and UNSUPPORTED_VERSION so the client can downgrade.
             from .handlers.api_versions import unsupported_version_response
 
-            body = codec.encode_body(key, 0, unsupported_version_response())
-            return Response.of_bytes(response_header(header.correlation_id, False), body)
+            return Response.of_bytes(response_header(header.correlation_id, False),
+                                     codec.encode_body(key, 0, unsupported_version_response()))
         handler = self._handlers.get(key)
         if api is None or handler is None:
             raise FrameError(f"unknown api key {key}")
@@ -344,16 +352,50 @@ class Broker:
                              f"{header.client_id!r}: {exc}") from None
         ctx = RequestContext(self, header, version, codec.response_module(key, version),
                              client_host)
-        result = await handler(request, ctx)
-        if result is None:
-            return None
+        try:
+            result = await handler(request, ctx)
+            if result is None:
+                return None
+            body: Response | bytes = result if isinstance(result, Response) else \
+                codec.encode_body(key, version, result)
+        except Exception as exc:
+            body = self._answer_failure(api, version, header, request, client_host, exc)
         # ApiVersions responses always carry header v0 (KIP-511).
         head = response_header(header.correlation_id, flexible and key != API_VERSIONS)
-        if isinstance(result, Response):
-            result.parts.insert(0, head)
-            result.size += len(head)
-            return result
-        return Response.of_bytes(head, codec.encode_body(key, version, result))
+        if isinstance(body, Response):
+            body.parts.insert(0, head)
+            body.size += len(head)
+            return body
+        return Response.of_bytes(head, body)
+
+    def _answer_failure(self, api: ApiRange, version: int, header: RequestHeader,
+                        request: Any, client_host: str, exc: Exception) -> bytes:
+        """Answer a request whose handler (or response encoding) failed, as Kafka does.
+
+        The request gets Kafka's generic error response (UNKNOWN_SERVER_ERROR, or the code of
+        an :class:`ApiError` that escaped its handler) and the connection carries on. Where no
+        answer is possible (Produce with acks=0 has none; Kafka then closes the connection) a
+        FrameError closes the connection. One log line either way; the traceback at DEBUG.
+        """
+        where = (f"{api.name} v{version} from client {header.client_id!r} "
+                 f"at {client_host or '?'}")
+        # Where it failed: the innermost frame of moldau's own code, else the innermost one.
+        frames = traceback.extract_tb(exc.__traceback__)
+        ours = [f for f in frames if "/moldau/" in f.filename] or frames
+        place = f" at {ours[-1].filename.rsplit('/', 1)[-1]}:{ours[-1].lineno}" if ours else ""
+        what = f"{type(exc).__name__}: {exc}"[:300] + place
+        log.debug("%s failed", where, exc_info=exc)
+        if api.key == PRODUCE and getattr(request, "acks", None) == 0:
+            raise FrameError(f"{where} failed ({what}); acks=0 has no response") from exc
+        code = exc.code if isinstance(exc, ApiError) else ErrorCode.unknown_server_error
+        try:
+            body = codec.encode_body(api.key, version,
+                                     error_response(api.key, version, request, code))
+        except Exception as build_exc:
+            raise FrameError(f"{where} failed ({what}) and its error response could not be "
+                             f"encoded ({build_exc})") from exc
+        log.warning("%s failed, answered %s: %s", where, code.name.upper(), what)
+        return body
 
     # -- background chores -------------------------------------------------------------------
 
