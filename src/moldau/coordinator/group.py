@@ -99,9 +99,24 @@ class JoinRequest:
     supports_skip_assignment: bool = False
 
 
+#: Longest string a legacy (int16-length) field holds: every member id must fit, so that the
+#: group can still be described to old clients and stored in ``__consumer_offsets``.
+MAX_MEMBER_ID_BYTES = 0x7FFF
+
+
 def default_member_id(prefix: str) -> str:
-    """``<client id or instance id>-<uuid>``, the shape of Kafka's member ids."""
-    return f"{prefix}-{uuid.uuid4()}"
+    """``<client id or instance id>-<uuid>``, the shape of Kafka's member ids.
+
+    A client id can be 32,767 bytes long, so Kafka's ids can exceed what DescribeGroups v0-v4,
+    JoinGroup v0-v5 and the group metadata record can carry; moldau shortens the prefix so
+    that a member created through a new version never breaks an answer in an old one.
+    """
+    suffix = f"-{uuid.uuid4()}"
+    room = MAX_MEMBER_ID_BYTES - len(suffix)
+    raw = prefix.encode("utf-8")
+    if len(raw) > room:
+        prefix = raw[:room].decode("utf-8", "ignore")
+    return prefix + suffix
 
 
 class Group:
