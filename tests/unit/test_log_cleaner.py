@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import gzip
 import itertools
+import logging
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from moldau.log import InvalidRecordError, LogConfig, LogManager, PartitionLog
 from moldau.log.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleaner, loop_owner
 from moldau.log.partition_log import AppendOrigin
 
+from ..helpers.bombs import bomb_batch
 from .batchgen import Record, build_batch, decode_batches
 
 NOW = 1_700_000_000_000
@@ -794,3 +796,22 @@ def test_checkpoint_beyond_the_log_end_restarts_from_the_log_start(tmp_path: Pat
     (tmp_path / CLEANER_OFFSET_CHECKPOINT).write_text(f"0\n1\n{TOPIC} 0 999\n")
     [result] = LogCleaner(h.manager).clean_once(NOW)
     assert result.first_dirty_offset == 0
+
+
+def test_a_decompression_bomb_is_kept_as_it_is_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cleaner cannot judge a batch it refuses to expand: it keeps it byte for byte."""
+    h = Harness(tmp_path, segment_bytes=200_000)
+    bomb = bomb_batch(4, 1 << 30, key=b"bomb")  # zstd: 1 GiB of zeros in 32 KB
+    h.put(b"a", b"1")
+    bomb_offset = h.append(bomb)
+    h.put(b"a", b"2")
+    h.log.roll(NOW)
+    with caplog.at_level(logging.WARNING):
+        h.clean()
+    batches = {struct.unpack_from(">q", raw, 0)[0]: raw for raw in raw_batches(h.log)}
+    counts = {offset: struct.unpack_from(">i", raw, 57)[0] for offset, raw in batches.items()}
+    assert counts.get(0, 0) == 0 and counts[2] == 1  # the old "a" went, the new one stayed
+    assert batches[bomb_offset][17:] == bomb[17:]  # kept byte for byte: same CRC and records
+    assert any("decompression bomb" in r.getMessage() for r in caplog.records)
