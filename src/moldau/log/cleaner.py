@@ -154,6 +154,8 @@ class LogCleaner:
         #: The log object each partition had at the last pass, to notice a partition that
         #: was deleted and created again in between (its checkpoint would be a stranger's).
         self._seen: dict[TopicPartition, weakref.ref[PartitionLog]] = {}
+        #: Subjects ("cleaning t-0") whose last clean hit a full disk, to report the recovery.
+        self._failing: set[str] = set()
 
     # -- thread ---------------------------------------------------------------------------
 
@@ -219,15 +221,27 @@ class LogCleaner:
         candidates.sort(key=lambda c: (not c.max_lag_exceeded, -c.dirty_ratio))
         results: list[CleanResult] = []
         for cleanable in candidates:
+            subject = f"cleaning {cleanable.snapshot.topic}-{cleanable.snapshot.partition}"
             try:
                 result = self._clean(cleanable, now)
             except CleanerStoppedError:
                 raise
-            except Exception:
+            except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    # A disk error, as the logs' own: a full disk is logged once until a
+                    # clean succeeds, anything else takes the dir offline. Reported on the
+                    # owner thread, which owns the logs an offline dir takes with it.
+                    self._failing.add(subject)
+                    self._on_owner(partial(self.manager.failures.io_failed,
+                                           cleanable.snapshot.log_dir, subject, exc))
+                    continue
                 # One bad log (I/O error, topic deleted mid-clean) must not stop the others.
                 log.exception("cleaning %s-%d failed", cleanable.snapshot.topic,
                               cleanable.snapshot.partition)
                 continue
+            if subject in self._failing:
+                self._failing.discard(subject)
+                self._on_owner(partial(self.manager.failures.io_succeeded, subject))
             if result is not None:
                 results.append(result)
                 log.info(

@@ -548,13 +548,17 @@ class PartitionLog:
         >= the target, with that record's timestamp. Headers locate the batch; only that
         batch's records are decoded (see :meth:`LogSegment.find_offset_by_timestamp`).
         """
+        self._check_online()
         start = self._log_start_offset
-        for segment in self._segments:
-            if segment.next_offset <= start or segment.max_timestamp < timestamp_ms:
-                continue
-            found = segment.find_offset_by_timestamp(timestamp_ms, start)
-            if found is not None:
-                return found
+        try:
+            for segment in self._segments:
+                if segment.next_offset <= start or segment.max_timestamp < timestamp_ms:
+                    continue
+                found = segment.find_offset_by_timestamp(timestamp_ms, start)
+                if found is not None:
+                    return found
+        except OSError as exc:
+            raise self._io_failed(exc) from None
         return None
 
     def max_timestamp_entry(self) -> tuple[int, int] | None:
@@ -564,16 +568,20 @@ class PartitionLog:
         LogAppendTime batch, its first record). Records below the log start offset do not
         count. Segments are skipped by their in-memory maximum, so usually one batch is read.
         """
+        self._check_online()
         start = self._log_start_offset
         best: tuple[int, int] | None = None  # (offset, timestamp)
-        for segment in self._segments:
-            if segment.next_offset <= start or segment.max_timestamp < 0:
-                continue
-            if best is not None and segment.max_timestamp <= best[1]:
-                continue
-            found = segment.max_timestamp_record(start)
-            if found is not None and (best is None or found[1] > best[1]):
-                best = found
+        try:
+            for segment in self._segments:
+                if segment.next_offset <= start or segment.max_timestamp < 0:
+                    continue
+                if best is not None and segment.max_timestamp <= best[1]:
+                    continue
+                found = segment.max_timestamp_record(start)
+                if found is not None and (best is None or found[1] > best[1]):
+                    best = found
+        except OSError as exc:
+            raise self._io_failed(exc) from None
         return best
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:

@@ -6,6 +6,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...log.errors import StorageError
 from ...protocol.codec import build
 from ..broker import RequestContext
 from .api_versions import NO_THROTTLE
@@ -60,7 +61,10 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                 code = ErrorCode.none
             ts, offset, epoch = (-1, -1, -1)
             if code is ErrorCode.none:
-                ts, offset, epoch = _lookup(plog, p.timestamp, broker.leader_epoch)
+                try:
+                    ts, offset, epoch = _lookup(plog, p.timestamp, broker.leader_epoch)
+                except StorageError:  # the read failed: logged once, the dir went offline
+                    code = ErrorCode.kafka_storage_error
             partitions.append(build(m.ListOffsetsPartitionResponse,
                                     partition_index=p.partition_index, error_code=code,
                                     timestamp=ts, offset=offset, leader_epoch=epoch))
