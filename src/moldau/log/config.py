@@ -30,6 +30,10 @@ class LogConfig:
     #: "CreateTime" keeps the producer's timestamps; "LogAppendTime" stamps the broker clock.
     message_timestamp_type: str = "CreateTime"
     flush_interval_messages: int = LONG_MAX
+    #: How far before / after the broker's clock a CreateTime record's timestamp may be
+    #: (KIP-937); LONG_MAX, the default, checks nothing and costs nothing.
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     #: None (or LONG_MAX) leaves fsync to the OS and to roll/shutdown.
     flush_interval_ms: int | None = None
     cleanup_policy: tuple[str, ...] = ("delete",)
@@ -52,6 +56,14 @@ class LogConfig:
     def log_append_time(self) -> bool:
         """True when the broker, not the producer, sets record timestamps."""
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def bounds_timestamps(self) -> bool:
+        """True when produced records' timestamps must be checked against the clock."""
+        return not self.log_append_time and (
+            self.message_timestamp_before_max_ms < LONG_MAX
+            or self.message_timestamp_after_max_ms < LONG_MAX
+        )
 
     @property
     def deletes(self) -> bool:

@@ -2,8 +2,8 @@
 
 They carry a human-readable message and nothing protocol-specific: the broker maps each class
 to the Kafka error code a Kafka broker would send (CORRUPT_MESSAGE, INVALID_RECORD,
-MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, OFFSET_OUT_OF_RANGE). Keeping the mapping out of
-this package keeps ``log`` free of any wire-protocol knowledge.
+INVALID_TIMESTAMP, MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, OFFSET_OUT_OF_RANGE). Keeping the
+mapping out of this package keeps ``log`` free of any wire-protocol knowledge.
 """
 
 from __future__ import annotations
@@ -31,9 +31,19 @@ class InvalidRecordError(LogError):
         self.record_errors = record_errors
 
 
-def record_errors_error(record_errors: tuple[tuple[int, str], ...]) -> InvalidRecordError:
-    """The InvalidRecordError for a batch refused for some of its records, with the message
-    Kafka's broker gives (its LogValidator counts them and shows the first three)."""
+class InvalidTimestampError(InvalidRecordError):
+    """Some records' timestamps are too far from the broker's clock
+    (``message.timestamp.before.max.ms`` / ``after.max.ms``, KIP-937): INVALID_TIMESTAMP."""
+
+
+def record_errors_error(record_errors: tuple[tuple[int, str], ...],
+                        timestamps: bool = False) -> InvalidRecordError:
+    """The error for a batch refused for some of its records, with the message Kafka's
+    broker gives: if any record's timestamp is at fault, INVALID_TIMESTAMP; otherwise
+    INVALID_RECORD counting the records and showing the first three."""
+    if timestamps:
+        return InvalidTimestampError(
+            "One or more records have been rejected due to invalid timestamp", record_errors)
     shown = ", ".join(
         f"RecordError(batchIndex={index}, message='{message}')"
         for index, message in record_errors[:3]

@@ -377,6 +377,23 @@ def decode_records(batch: bytes | memoryview) -> tuple[BatchHeader, bytes, list[
     return header, records, views
 
 
+def out_of_range_timestamps(batch: bytes | memoryview, low: int,
+                            high: int) -> list[tuple[int, int, int]]:
+    """(index in the batch, offset, timestamp) of each record whose timestamp lies outside
+    ``[low, high]``; records without a timestamp (-1) are never out of range, as in Kafka.
+    Raises CorruptRecordError when the records do not frame.
+
+    For topics that bound producer timestamps (``message.timestamp.before/after.max.ms``
+    below Long.MAX_VALUE) only: Kafka checks every record, not the batch header.
+    """
+    header, records = _open_batch(batch)
+    return [
+        (index, offset, timestamp)
+        for index, (_, _, _, offset, timestamp) in enumerate(_walk(header, records))
+        if timestamp != -1 and not low <= timestamp <= high
+    ]
+
+
 def null_key_indexes(batch: bytes | memoryview) -> list[int]:
     """Indexes (within the batch, from 0) of the records that have a null key: Kafka refuses
     those on a compacted topic and names each one in the produce response (KIP-467).

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from ...log.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTimestampError,
     LogError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -41,6 +42,7 @@ _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
     StorageError: ErrorCode.kafka_storage_error,  # logged once per event, not per request
     RecordListTooLargeError: ErrorCode.record_list_too_large,
     CorruptRecordError: ErrorCode.corrupt_message,
+    InvalidTimestampError: ErrorCode.invalid_timestamp,
     InvalidRecordError: ErrorCode.invalid_record,
     RecordTooLargeError: ErrorCode.message_too_large,
     OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
