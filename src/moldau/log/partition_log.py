@@ -416,8 +416,9 @@ class PartitionLog:
         with both faults is named once, for its key.
 
         The only places the produce path walks records, and only for compacted topics or
-        bounded timestamps: measured at about 0.7 µs per record (1000 records of 100 B:
-        0.7 ms, plus decompression for a compressed batch), where other topics pay nothing.
+        bounded timestamps: measured per record of a 1000 x 100 B batch at about 0.7 µs for
+        keys and 2.2 µs for timestamps (plus decompression for a compressed batch), where
+        other topics pay nothing.
         """
         config = self.config
         view = memoryview(records)
