@@ -158,6 +158,20 @@ def test_array_over_a_million_elements_is_refused() -> None:
         validate_request(3, 12, body, 0)
 
 
+def _delete_records_v0(topics: int, partitions: int) -> bytes:
+    topic = b"\x00\x01t" + struct.pack(">i", partitions) + bytes(12 * partitions)
+    return struct.pack(">i", topics) + topic * topics + struct.pack(">i", 1000)
+
+
+def test_a_request_holds_at_most_a_million_elements() -> None:
+    # Each array is within bounds and the bytes are there; the sum is what is refused,
+    # because every element becomes a Python object.
+    fits = _delete_records_v0(2, 499_999)
+    assert validate_request(21, 0, fits, 0) == len(fits)
+    with pytest.raises(InvalidRequest, match="over 1000000 array elements"):
+        validate_request(21, 0, _delete_records_v0(2, 500_000), 0)
+
+
 def test_too_many_and_unknown_tagged_fields_are_refused() -> None:
     # Metadata v12: null topics, two booleans, then the tagged-field section.
     head = b"\x00\x01\x00"

@@ -321,7 +321,8 @@ class _Generator:
                        element=lambda: self.primitive(element, flexible, False, path + "[]"))
         elif isinstance(kind, EntityTupleField):
             entity_type = kind.type_
-            self.array(field, flexible, path, _min_entity(entity_type, False), fixed=None,
+            self.array(field, flexible, path, _min_entity(entity_type, False),
+                       fixed=_fixed_entity_size(entity_type),
                        element=lambda: self.entity(entity_type, False, path + "[]"))
         else:  # pragma: no cover - kio knows only these four
             raise TypeError(f"unsupported field {path}")
@@ -407,6 +408,27 @@ def _min_primitive(kafka_type: str, flexible: bool) -> int:
     if flexible:
         return 1
     return 2 if kafka_type == "string" else 4
+
+
+def _fixed_entity_size(cls: type) -> int | None:
+    """The encoded size of ``cls`` if every instance has it (then an array of them is skipped
+    without a loop), else None. Only legacy entities of fixed-size fields qualify: a flexible
+    one ends with a tagged-field section of variable size."""
+    if getattr(cls, "__flexible__", False):
+        return None
+    size = 0
+    for field in dataclasses.fields(cls):
+        kind = classify_field(field)
+        if isinstance(kind, PrimitiveField) and not is_optional(field):
+            fixed = _FIXED_SIZES.get(get_schema_field_type(field))
+        elif isinstance(kind, EntityField) and not is_optional(field):
+            fixed = _fixed_entity_size(kind.type_)
+        else:
+            fixed = None
+        if fixed is None:
+            return None
+        size += fixed
+    return size or None
 
 
 def _min_entity(cls: type, nullable: bool) -> int:
