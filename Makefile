@@ -36,14 +36,21 @@ bench: $(BENCH_STAMP) apt-deps
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 # The website activity tracking pipeline (Spark) against the broker on $(PORT); when none is
-# listening there, one is started in $(DATA) for the length of the run. Ctrl-C stops both.
+# listening there, one is started in $(DATA) for the length of the run. Ctrl-C stops the
+# pipeline first and then that broker: the broker runs in a session of its own (setsid), so
+# the terminal's Ctrl-C reaches only the pipeline; this shell ignores it (a no-op trap, which
+# children do not inherit), waits for the pipeline to finish its last micro-batch and exit,
+# then stops the broker with SIGTERM. A hang-up or SIGTERM also ends in the EXIT trap.
 pipeline: $(TEST_STAMP) apt-deps
 	@listening() { $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', $(PORT)), 1)" 2>/dev/null; }; \
 	if listening; then exec $(BIN)/moldau pipeline activity -b 127.0.0.1:$(PORT) $(PIPELINE_ARGS); fi; \
-	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA) & broker=$$!; \
-	trap 'kill $$broker 2>/dev/null; wait $$broker' EXIT; \
-	for i in $$(seq 100); do listening && break; sleep 0.2; done; \
-	$(BIN)/moldau pipeline activity -b 127.0.0.1:$(PORT) $(PIPELINE_ARGS)
+	setsid $(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA) & broker=$$!; \
+	trap 'kill $$broker 2>/dev/null; wait $$broker' EXIT; trap : INT; trap 'exit 129' HUP; trap 'exit 143' TERM; \
+	echo "make pipeline: started a broker (pid $$broker) on 127.0.0.1:$(PORT), data in $(DATA); it stops after the pipeline"; \
+	for i in $$(seq 150); do listening && break; kill -0 $$broker 2>/dev/null || exit 1; sleep 0.2; done; \
+	$(BIN)/moldau pipeline activity -b 127.0.0.1:$(PORT) $(PIPELINE_ARGS); status=$$?; \
+	echo "make pipeline: the pipeline exited ($$status); stopping the broker (pid $$broker)"; \
+	kill $$broker 2>/dev/null; wait $$broker; trap - EXIT; exit $$status
 
 # The venv: Debian's python3 needs python3-venv for ensurepip; install it when we can.
 $(BIN)/python:

@@ -24,10 +24,15 @@ def pipeline_group() -> None:
     """Example Structured Streaming pipelines (needs moldau[spark])."""
 
 
+TEMPORARY_POSTGRES_NOTE = ("a temporary server, removed when the pipeline stops; "
+                           "pass --postgres DSN to keep the counts")
+
+
 @contextlib.contextmanager
-def _postgres(dsn: str | None) -> Iterator[str]:
+def _postgres(dsn: str | None) -> Iterator[tuple[str, str | None]]:
+    """The DSN to write to and what to tell the user about that server."""
     if dsn:
-        yield dsn
+        yield dsn, None
         return
     from ..spark.pipelines.local_postgres import LocalPostgres, PostgresUnavailable
 
@@ -37,7 +42,7 @@ def _postgres(dsn: str | None) -> Iterator[str]:
         raise CliError(f"{exc}; or pass --postgres DSN") from None
     click.echo(f"started a temporary PostgreSQL at {server.dsn}", err=True)
     try:
-        yield server.dsn
+        yield server.dsn, TEMPORARY_POSTGRES_NOTE
     finally:
         server.stop()
 
@@ -78,7 +83,7 @@ def activity(conn: Connection, postgres_dsn: str | None, state_dir: Path | None,
                        "pip install 'moldau[spark]'") from None
     conn.check_reachable()
     state = state_dir or Path(tempfile.mkdtemp(prefix="moldau-activity-"))
-    with _postgres(postgres_dsn) as dsn:
+    with _postgres(postgres_dsn) as (dsn, postgres_note):
         config = ActivityConfig(
             bootstrap=conn.bootstrap, postgres_dsn=dsn, checkpoint_dir=state / "checkpoints",
             archive_dir=state / "archive", max_offsets_per_trigger=max_offsets_per_trigger,
@@ -87,6 +92,6 @@ def activity(conn: Connection, postgres_dsn: str | None, state_dir: Path | None,
         click.echo(f"state in {state}", err=True)
         try:
             run(config, None if available_now else generator, click.echo,
-                duration_s=duration)
+                duration_s=duration, postgres_note=postgres_note)
         except QueryFailed as exc:
             raise CliError(str(exc)) from None

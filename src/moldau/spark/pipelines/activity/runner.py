@@ -10,7 +10,6 @@ the last committed batch anyway) and the session is closed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -23,8 +22,9 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .generator import GeneratorStats, PageViewGenerator
+from .generator import PageViewGenerator
 from .job import ActivityConfig, start_queries
+from .report import ReadCounter, outputs_summary, progress_line, where_to_look
 
 Echo = Callable[[str], None]
 STOP_WAIT_S = 60.0
@@ -66,37 +66,6 @@ def build_session(app_name: str = "moldau-activity") -> Any:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(MoldauDataSource)
     return spark
-
-
-def _lag(progress: Any) -> int | None:
-    """Records between what the query has read and the end of the topic."""
-    try:
-        source = progress["sources"][0]
-        end, latest = source.get("endOffset"), source.get("latestOffset")
-        end = json.loads(end) if isinstance(end, str) else end
-        latest = json.loads(latest) if isinstance(latest, str) else latest
-        if not latest:
-            return None
-        return sum(max(0, int(o) - int((end or {}).get(t, {}).get(p, 0)))
-                   for t, parts in latest.items() for p, o in parts.items())
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-
-
-def progress_line(queries: dict[str, Any], stats: GeneratorStats | None) -> str:
-    parts = []
-    if stats is not None:
-        parts.append(f"generated {stats.produced} ({stats.malformed} malformed)")
-    for name, query in queries.items():
-        progress = query.lastProgress
-        if not progress:
-            parts.append(f"{name}: starting")
-            continue
-        rate = progress["processedRowsPerSecond"] or 0.0
-        lag = _lag(progress)
-        parts.append(f"{name}: batch {progress['batchId']} {rate:,.0f} rows/s"
-                     + (f" lag {lag}" if lag is not None else ""))
-    return " | ".join(parts)
 
 
 class QueryFailed(RuntimeError):
@@ -141,8 +110,13 @@ def stop_gracefully(queries: dict[str, Any], wait_s: float = STOP_WAIT_S) -> Non
 
 def run(config: ActivityConfig, generator: GeneratorConfig | None, echo: Echo,
         progress_every_s: float = 5.0, duration_s: float | None = None,
-        spark: Any = None) -> None:
-    """Run until Ctrl-C/SIGTERM, ``duration_s``, or (available-now) the backlog is done."""
+        spark: Any = None, postgres_note: str | None = None) -> None:
+    """Run until Ctrl-C/SIGTERM, ``duration_s``, or (available-now) the backlog is done.
+
+    Prints where the results go, then a progress line every ``progress_every_s`` with
+    counts (``postgres_note`` is said about the PostgreSQL server, e.g. that it is
+    temporary), and on the way out the final counts and where to look again.
+    """
     ensure_topics(config.bootstrap, config)
     own_session = spark is None
     spark = spark or build_session()
@@ -152,6 +126,7 @@ def run(config: ActivityConfig, generator: GeneratorConfig | None, echo: Echo,
            if generator else None)
     thread = threading.Thread(target=gen.run, args=(stop,), daemon=True) if gen else None
     queries: dict[str, Any] = {}
+    reads = ReadCounter()
     deadline = time.monotonic() + duration_s if duration_s else None
     try:
         with _stop_on_signals(stop):
@@ -160,6 +135,8 @@ def run(config: ActivityConfig, generator: GeneratorConfig | None, echo: Echo,
             queries = start_queries(spark, config)
             echo(f"pipeline running: {config.source_topic} -> {config.counts_topic}, "
                  f"{config.dlq_topic}, PostgreSQL, {config.archive_dir} (Ctrl-C stops)")
+            for line in where_to_look(config, postgres_note):
+                echo(line)
             next_report = time.monotonic() + progress_every_s
             while not stop.is_set():
                 if all(not q.isActive for q in queries.values()):
@@ -168,7 +145,8 @@ def run(config: ActivityConfig, generator: GeneratorConfig | None, echo: Echo,
                     break
                 _raise_failed(queries)
                 if time.monotonic() >= next_report:
-                    echo(progress_line(queries, gen.stats if gen else None))
+                    reads.update(queries)
+                    echo(progress_line(queries, gen.stats if gen else None, reads, config))
                     next_report += progress_every_s
                 stop.wait(0.5)
             _raise_failed(queries)
@@ -181,8 +159,14 @@ def run(config: ActivityConfig, generator: GeneratorConfig | None, echo: Echo,
         if thread:
             thread.join(timeout=60)
         if queries:
-            with contextlib.suppress(Exception):
-                echo(progress_line(queries, gen.stats if gen else None))
             stop_gracefully(queries)
+            with contextlib.suppress(Exception):
+                reads.update(queries)
+                echo("stopped: " + progress_line(queries, gen.stats if gen else None, reads))
         if own_session:
             spark.stop()
+        if queries:
+            with contextlib.suppress(Exception):
+                echo(f"final results: {outputs_summary(config)}")
+                for line in where_to_look(config, postgres_note):
+                    echo(line)
