@@ -131,3 +131,61 @@ def test_json_format_decodes_utf8_with_replacement() -> None:
         "timestampType": "CreateTime", "key": None, "value": "grüße\ufffd",
         "headers": [{"key": "h", "value": "x"}],
     }
+
+
+def test_console_consumer_properties() -> None:
+    from moldau.cli.kafka_compat import parse_properties
+
+    props = parse_properties(["print.key=true", "print.offset=TRUE", "print.value=false",
+                              "key.separator= | "], consumer=True)
+    assert (props.print_key, props.print_offset, props.print_value) == (True, True, False)
+    assert props.print_partition is None
+    assert props.key_separator == " | "
+
+
+@pytest.mark.parametrize(("texts", "consumer", "message"), [
+    (["print.key=maybe"], True, "expected true or false"),
+    (["parse.key=true"], True, "unsupported --property 'parse.key'"),
+    (["print.key=true"], False, "unsupported --property 'print.key' for moldau produce"),
+    (["key.separator="], False, "must not be empty"),
+    (["print.key"], True, "expected KEY=VALUE"),
+])
+def test_bad_console_properties(texts: list[str], consumer: bool, message: str) -> None:
+    from moldau.cli.kafka_compat import parse_properties
+
+    with pytest.raises(CliError, match=message):
+        parse_properties(texts, consumer=consumer)
+
+
+def test_topic_argument_or_option() -> None:
+    from moldau.cli.kafka_compat import hint_for, resolve_topic
+
+    assert resolve_topic("a", None) == "a"
+    assert resolve_topic(None, "a") == "a"
+    assert resolve_topic("a", "a") == "a"
+    assert resolve_topic(None, None, required=False) is None
+    with pytest.raises(CliError, match="two topics"):
+        resolve_topic("a", "b")
+    with pytest.raises(CliError, match="give a topic"):
+        resolve_topic(None, None)
+    assert hint_for("--zookeeper=x:2181") is not None
+    assert hint_for("--no-such-flag") is None
+
+
+@pytest.mark.parametrize("width", [20, 40, 80, 250])
+def test_tables_never_cut_a_value(width: int) -> None:
+    from rich.console import Console
+
+    from moldau.cli.output import print_table, table
+
+    rows = table("Topic", "Partition", "End", title="Offsets")
+    rows.add_row("a-rather-long-topic-name-that-fills-half-a-line", "0", "55")
+    rows.add_row("demo", "12", "[red]7")
+    out = io.StringIO()
+    print_table(Console(file=out, width=width, no_color=True, highlight=False), rows)
+    words = out.getvalue().split()
+    for value in ("a-rather-long-topic-name-that-fills-half-a-line", "55", "demo", "12",
+                  "[red]7", "Offsets"):
+        assert value in words, out.getvalue()
+    vertical = "End:" in words
+    assert vertical == (width < 70), out.getvalue()

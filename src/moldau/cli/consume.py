@@ -214,13 +214,20 @@ class _GroupStart:
         try:
             committed = consumer.committed(partitions, timeout=self.conn.timeout)
         except KafkaException:
-            committed = partitions  # leave the start to librdkafka's auto.offset.reset
+            # Unknown commits must not be overridden by a guess: librdkafka decides.
+            consumer.assign(partitions)
+            self.assigned.set()
+            return
         chosen = []
         for tp in committed:
             if tp.offset < 0:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(tp.topic, tp.partition), timeout=self.conn.timeout
-                )
+                try:
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(tp.topic, tp.partition), timeout=self.conn.timeout
+                    )
+                except KafkaException:
+                    chosen.append(tp)  # auto.offset.reset decides, as without this
+                    continue
                 offset = low if self.from_beginning else high
                 self._start[(tp.topic, tp.partition)] = offset
                 tp = TopicPartition(tp.topic, tp.partition, offset)

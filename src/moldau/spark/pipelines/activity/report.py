@@ -96,7 +96,7 @@ def parquet_files(directory: Path) -> int:
     return sum(1 for _ in directory.rglob("*.parquet")) if directory.is_dir() else 0
 
 
-def _quiet_logger() -> logging.Logger:
+def quiet_logger() -> logging.Logger:
     """librdkafka's own log lines (a destroyed client's "Purging ... events") stay out of
     the progress output."""
     logger = logging.getLogger("moldau.spark.activity.librdkafka")
@@ -108,7 +108,7 @@ def _quiet_logger() -> logging.Logger:
 
 def topic_records(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
     """Records in each topic (sum of log end offsets minus log start offsets)."""
-    client: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _quiet_logger()}
+    client: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": quiet_logger()}
     admin = AdminClient(client)
     result: dict[str, int] = {}
     try:

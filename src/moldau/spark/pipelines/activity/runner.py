@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from .generator import PageViewGenerator
 from .job import ActivityConfig, start_queries
-from .report import ReadCounter, outputs_summary, progress_line, where_to_look
+from .report import ReadCounter, outputs_summary, progress_line, quiet_logger, where_to_look
 
 Echo = Callable[[str], None]
 STOP_WAIT_S = 60.0
@@ -39,7 +39,8 @@ class GeneratorConfig:
 
 def ensure_topics(bootstrap: str, config: ActivityConfig, partitions: int = 2) -> None:
     """Create the pipeline's topics when missing (an existing topic is fine)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    client: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": quiet_logger()}
+    admin = AdminClient(client)
     names = [config.source_topic, config.dlq_topic, config.counts_topic]
     existing = admin.list_topics(timeout=30).topics
     wanted = [NewTopic(n, partitions, 1) for n in names if n not in existing]
