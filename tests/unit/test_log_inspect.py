@@ -15,7 +15,7 @@ from pathlib import Path
 import crc32c
 
 from moldau.log import LogConfig, PartitionLog
-from moldau.log.inspect import check_partition_dir
+from moldau.log.inspect import check_partition_dir, check_segment
 
 from ..helpers.cli import ok, one_line_error, run_moldau
 from .batchgen import simple_batch
@@ -169,3 +169,31 @@ def test_one_line_errors(tmp_path: Path) -> None:
     one_line_error(run_moldau("log", "dump", str(other)), "not a segment file")
     one_line_error(run_moldau("log", "verify", str(tmp_path / "nowhere")), "does not exist")
     one_line_error(run_moldau("log", "verify", str(tmp_path)), "no segments")
+
+
+def test_an_append_in_progress_is_not_a_torn_tail(tmp_path: Path) -> None:
+    """On a live broker the active segment can end mid-batch for an instant: read on."""
+    directory = write_log(tmp_path, batches=25)
+    active = segment(directory, 60)
+    rest = bytearray(simple_batch(3))
+    struct.pack_into(">q", rest, 0, 75)  # the next offset (outside the CRC)
+    with open(active, "ab") as file:
+        file.write(rest[:100])  # the first part of a write...
+    appended = []
+
+    def finish_the_write(size: int) -> None:  # ...completed while the segment is read
+        if not appended:
+            with open(active, "ab") as file:
+                file.write(rest[100:])
+            appended.append(size)
+
+    report = check_segment(active, throttle=finish_the_write)
+    assert report is not None and appended
+    assert report.problems == [], report.problems
+    assert report.batches == 6
+    # Without the rest of the write it is a torn tail.
+    with open(active, "ab") as file:
+        file.write(rest[:100])
+    report = check_segment(active)
+    assert report is not None and [p.what for p in report.problems] == [
+        f"batch of {BATCH} bytes runs past the end (100 bytes left)"]

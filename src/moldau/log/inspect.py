@@ -39,6 +39,9 @@ from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
 #: Bytes per read: large enough that syscalls do not matter, small enough to stay in cache.
 READ_CHUNK_BYTES = 4 << 20
 
+#: How often a segment that grows while it is read (the active one of a live broker) is
+#: read on before its tail is reported as torn.
+_TAIL_RETRIES = 3
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -418,8 +421,17 @@ def check_segment(log_path: Path, *, throttle: Throttle | None = None) -> Segmen
         return None
     try:
         table = BatchTable()
-        scan = BatchScan(fd, os.fstat(fd).st_size, throttle=throttle)
-        check_batches(log_path, base_offset, scan, report, table)
+        size, start = os.fstat(fd).st_size, 0
+        for _ in range(_TAIL_RETRIES):
+            scan = BatchScan(fd, size, start=start, throttle=throttle)
+            check_batches(log_path, base_offset, scan, report, table)
+            grown = os.fstat(fd).st_size
+            if scan.problem is None or grown <= size:
+                break
+            # The file grew while we read it: the "torn" tail was an append in progress on
+            # a live broker. Read on from the last whole batch instead of reporting it.
+            report.problems.pop()
+            size, start = grown, scan.end
     finally:
         os.close(fd)
     if offset_data is None:

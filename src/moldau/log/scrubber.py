@@ -113,6 +113,8 @@ class LogScrubber:
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="log-scrubber", daemon=True)
         self._thread.start()
+        log.info("log scrubber started: closed segments re-checked at %d bytes/s, %d ms "
+                 "between passes", self.config.bytes_per_second, self.config.backoff_ms)
 
     def stop(self, timeout: float | None = 30.0) -> None:
         """Stop the thread; safe on the owner thread (the scrubber never waits for it then)."""
