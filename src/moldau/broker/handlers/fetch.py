@@ -53,7 +53,9 @@ def _resolve_topic(broker: Broker, fetch_topic: Any) -> tuple[str | None, ErrorC
     if topic_id is not None:
         found = broker.metadata.topic_by_id(topic_id)
         return (found.name, ErrorCode.none) if found else (None, ErrorCode.unknown_topic_id)
-    name = fetch_topic.topic
+    name: str | None = getattr(fetch_topic, "topic", None)
+    if name is None:  # v13+ names topics by id only: the zero id names no topic
+        return None, ErrorCode.unknown_topic_id
     if broker.metadata.topic(name) is None:
         return name, ErrorCode.unknown_topic_or_partition
     return name, ErrorCode.none

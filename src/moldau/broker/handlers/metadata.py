@@ -95,7 +95,12 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     ops = authorized_operations(getattr(request, "include_topic_authorized_operations", False),
                                 TOPIC_OPERATIONS)
     entries = []
-    if names is None:
+    if ctx.version < 12 and names is not None and None in names:
+        # Names are nullable (topic ids) only from v12 on, as in the response: Kafka refuses
+        # the request with INVALID_REQUEST on every topic, a null name sent back as "".
+        entries = [_error_entry(ctx, n or "", ErrorCode.invalid_request) for n in names]
+        names = []
+    elif names is None:
         entries = [topic_entry(ctx, n, ops) for n in sorted(broker.metadata.topics())]
     else:
         for name in names:

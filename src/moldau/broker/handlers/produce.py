@@ -138,7 +138,8 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         topics.append(build(m.TopicProduceResponse, name=name, partition_responses=partitions))
     if acks == 0:
         failed = [
-            f"{t.name}-{p.index}: {p.error_message or p.error_code.name}"
+            # error_message exists from v8 on; acks=0 is legal in every version.
+            f"{t.name}-{p.index}: {getattr(p, 'error_message', None) or p.error_code.name}"
             for t in topics
             for p in t.partition_responses
             if p.error_code is not ErrorCode.none
