@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import random
 import re
 import socket
@@ -223,7 +224,7 @@ class Verifier:
         report.lost = sum(1 for off, value in self.acked.items()
                           if self.consumed.get(off) != value)
         values = [int(self.consumed[off]) for off in self.consumed_order]
-        report.out_of_order = sum(1 for a, b in zip(values, values[1:], strict=False) if b <= a)
+        report.out_of_order = sum(1 for a, b in itertools.pairwise(values) if b <= a)
         report.produce_errors = len(self.errors)
         lat = [x * 1000 for x in self.latencies]
         report.ack_p50_ms = percentile(lat, 0.5)
