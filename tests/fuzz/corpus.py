@@ -67,6 +67,12 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+def _is_array(hint: Any) -> bool:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_is_array(a) for a in typing.get_args(hint))
+    return typing.get_origin(hint) is tuple
+
+
 def _clamp(value: int, cls: type) -> int:
     low = getattr(cls, "__low__", None)
     high = getattr(cls, "__high__", None)
@@ -80,24 +86,39 @@ def _clamp(value: int, cls: type) -> int:
 class RequestGenerator:
     """Fills kio request dataclasses with valid, seeded values."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, big: int = 0) -> None:
         self.rng = rng
+        #: When set, arrays of partitions (or top-level arrays of topics, groups, resources
+        #: without partitions inside) get this many elements: requests whose handling scales
+        #: with their size, to find work that stalls the event loop.
+        self.big = big
 
     def value(self, hint: Any, name: str, depth: int) -> Any:
         rng = self.rng
         origin = typing.get_origin(hint)
         if origin in (typing.Union, types.UnionType):
             options = [a for a in typing.get_args(hint) if a is not type(None)]
-            if rng.random() < 0.25:
+            if rng.random() < 0.25 and not (self.big and typing.get_origin(options[0])):
                 return None
             return self.value(options[0], name, depth)
         if origin is tuple:
             (item, _ellipsis) = typing.get_args(hint)
             count = rng.choice((0, 1, 1, 1, 2, 3)) if depth < 3 else rng.choice((0, 1))
+            if self.big:
+                count = self.big if self._scales(item, name, depth) else 1
             return tuple(self.value(item, name, depth + 1) for _ in range(count))
         if dataclasses.is_dataclass(hint):
             return self.entity(typing.cast(type, hint), depth + 1)
         return self.scalar(hint, name)
+
+    def _scales(self, item: Any, name: str, depth: int) -> bool:
+        if "partition" in name:
+            return True
+        if depth > 0:
+            return False
+        if not dataclasses.is_dataclass(item):
+            return True
+        return not any(_is_array(h) for h in _hints(typing.cast(type, item)).values())
 
     def scalar(self, hint: Any, name: str) -> Any:
         rng = self.rng
@@ -166,6 +187,19 @@ def build_seed(gen: RequestGenerator, api_key: int, version: int, correlation_id
     expects = not (api_key == 0 and getattr(request, "acks", 1) == 0)
     return Seed(api_key, version, struct.pack(">i", len(payload)) + payload, 4 + len(head),
                 flexible, expects)
+
+
+#: APIs whose big requests the fuzz mix sends; partition creation (CreateTopics,
+#: CreatePartitions) is left out on purpose: thousands of new partitions per frame would
+#: exhaust file descriptors long before they tell anything about the other handlers.
+BIG_APIS = (0, 1, 2, 3, 8, 9, 15, 16, 20, 21, 23, 32, 35, 42, 47)
+
+
+def build_big_corpus(seed: int, elements: int = 5000) -> list[Seed]:
+    """One request per API in :data:`BIG_APIS` (its newest version) with ``elements``-long
+    arrays, reproducible."""
+    gen = RequestGenerator(random.Random(seed), big=elements)
+    return [build_seed(gen, key, SUPPORTED[key].max_version, 1) for key in BIG_APIS]
 
 
 def build_corpus(seed: int, variants: int = 4) -> list[Seed]:

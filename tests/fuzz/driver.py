@@ -36,13 +36,15 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .corpus import TOPICS, build_corpus
+from .corpus import TOPICS, build_big_corpus, build_corpus
 from .mutate import DEFAULT_WEIGHTS, After, Mutant, Mutator
 
 HOST = "127.0.0.1"
 RESPONSE_TIMEOUT = 3.0
 #: Log lines that mean the broker met something it did not expect.
 BAD_LOG_LINE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b")
+#: The loop watchdog's line (moldau.broker.loop_watchdog).
+STALL_LINE = re.compile(r"event loop stalled (\d+\.\d+) s (.*)")
 
 
 class Broker(Protocol):
@@ -65,7 +67,7 @@ class FuzzConfig:
     seconds: float = 45.0
     seed: int = 1
     connections: int = 16
-    weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     produce_rate: float = 200.0  # records per second from the well-behaved producer
     variants: int = 4  # seed requests per API version
 
@@ -93,6 +95,8 @@ class FuzzReport:
     ack_p99_ms: float = 0.0
     ack_max_ms: float = 0.0
     probe_max_ms: float = 0.0
+    stalls: list[str] = field(default_factory=list)
+    longest_stall_s: float = 0.0
     recent_frames: list[str] = field(default_factory=list)
 
     @property
@@ -110,7 +114,8 @@ class FuzzReport:
             "consumed": self.consumed, "lost": self.lost, "out_of_order": self.out_of_order,
             "produce_errors": self.produce_errors, "ack_p50_ms": round(self.ack_p50_ms, 1),
             "ack_p99_ms": round(self.ack_p99_ms, 1), "ack_max_ms": round(self.ack_max_ms, 1),
-            "probe_max_ms": round(self.probe_max_ms, 1),
+            "probe_max_ms": round(self.probe_max_ms, 1), "loop_stalls": len(self.stalls),
+            "longest_stall_s": round(self.longest_stall_s, 2),
         }
 
 
@@ -295,6 +300,7 @@ class Fuzzer:
         self.config = config
         self.report = report
         self.corpus = build_corpus(config.seed, config.variants)
+        self.big = build_big_corpus(config.seed) if config.weights.get("big") else []
         self.kinds: collections.Counter[str] = collections.Counter()
         self.recent: dict[int, collections.deque[Mutant]] = {}
         self._deadline = 0.0
@@ -320,7 +326,7 @@ class Fuzzer:
 
     async def _worker(self, index: int) -> None:
         rng = random.Random(self.config.seed * 1_000_003 + index)
-        mutator = Mutator(self.corpus, rng, self.config.weights)
+        mutator = Mutator(self.corpus, rng, self.config.weights, self.big)
         recent: collections.deque[Mutant] = collections.deque(maxlen=8)
         self.recent[index] = recent
         while not self._done():
@@ -360,6 +366,11 @@ def scan_log(path: Path, report: FuzzReport) -> None:
     text = path.read_text(errors="replace") if path.exists() else ""
     report.tracebacks = text.count("Traceback")
     report.bad_log_lines = [line for line in text.splitlines() if BAD_LOG_LINE.search(line)]
+    for line in text.splitlines():
+        match = STALL_LINE.search(line)
+        if match:
+            report.stalls.append(line)
+            report.longest_stall_s = max(report.longest_stall_s, float(match.group(1)))
 
 
 def run_fuzz(broker: Broker, config: FuzzConfig) -> FuzzReport:
@@ -388,6 +399,8 @@ def run_fuzz(broker: Broker, config: FuzzConfig) -> FuzzReport:
     verifier.check(report)
     if not broker.is_running():
         report.crashes = 1
+        proc = getattr(broker, "_proc", None)
+        report.exit_code = None if proc is None else proc.returncode
         report.recent_frames = [f"{m.kind} {m.data[:200].hex()}"
                                 for frames in fuzzer.recent.values() for m in frames]
     scan_log(broker.stderr_path, report)

@@ -9,6 +9,8 @@ send plus what the sender should do next, so a run is reproducible from its seed
 - ``length_lie``: a size prefix that is larger (the frame never completes), smaller (the rest
   becomes the next "frame"), negative or beyond any limit;
 - ``wrong_version``: the header names another version (or API key) than the body was built for;
+- ``big``: a valid request with thousands of partitions (or topics, groups) from the big
+  corpus, to find handlers whose synchronous work grows with the request;
 - ``oversized_count``: a huge array/string count written where counts usually sit: the compact
   varint ``ff ff ff ff 0f``, int32 ``7f ff ff ff``, or ``80 00 00 00``.
 """
@@ -122,24 +124,31 @@ MUTATIONS = {
     "length_lie": length_lie,
     "wrong_version": wrong_version,
     "oversized_count": oversized_count,
+    "big": valid,  # see Mutator.next: drawn from the big corpus
 }
-#: How often each kind is picked (relative weights).
-DEFAULT_WEIGHTS = {"valid": 3, "truncate": 2, "bitflip": 4, "length_lie": 1,
-                   "wrong_version": 1, "oversized_count": 2}
+#: How often each kind is picked (relative weights): about one frame in 600 is big.
+DEFAULT_WEIGHTS: dict[str, float] = {"valid": 3, "truncate": 2, "bitflip": 4, "length_lie": 1,
+                                     "wrong_version": 1, "oversized_count": 2, "big": 0.02}
 
 
 class Mutator:
     """Picks a seed and a mutation kind per frame, from one seeded generator."""
 
     def __init__(self, corpus: list[Seed], rng: random.Random,
-                 weights: dict[str, int] | None = None) -> None:
+                 weights: dict[str, float] | None = None, big: list[Seed] | None = None
+                 ) -> None:
         self.corpus = corpus
+        self.big = big or []
         self.rng = rng
         chosen = DEFAULT_WEIGHTS if weights is None else weights
         self.kinds = [k for k, w in chosen.items() if w > 0]
         self.weights = [chosen[k] for k in self.kinds]
 
     def next(self) -> tuple[Seed, Mutant]:
-        seed = self.rng.choice(self.corpus)
         kind = self.rng.choices(self.kinds, self.weights)[0]
+        if kind == "big":
+            seed = self.rng.choice(self.big or self.corpus)
+            return seed, Mutant("big", seed.frame, After.READ if seed.expects_response
+                                else After.NEXT)
+        seed = self.rng.choice(self.corpus)
         return seed, MUTATIONS[kind](seed, self.rng)

@@ -48,6 +48,7 @@ from .buffer_pool import BufferPool
 from .error_responses import error_response
 from .errors import ApiError
 from .group_service import OFFSETS_TOPIC, GroupService
+from .loop_watchdog import RunningRequests
 from .purgatory import FetchPurgatory
 from .response import Response
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
@@ -153,6 +154,8 @@ class Broker:
         #: Called to stop the broker (``serve`` sets it); a no-op for brokers run in tests.
         self.request_shutdown: Callable[[], None] = lambda: None
         self.dir_failures.add_listener(self._dir_offline)
+        #: The request each connection task is handling, named by the loop-stall watchdog.
+        self.running = RunningRequests()
         self._open_logs()
         self.groups = GroupService(self, now_ms())
         self.groups.load(now_ms())
@@ -352,13 +355,16 @@ class Broker:
                              f"{header.client_id!r}: {exc}") from None
         ctx = RequestContext(self, header, version, codec.response_module(key, version),
                              client_host)
+        task = self.running.begin(api.name, version, header.client_id, request)
         try:
             result = await handler(request, ctx)
+            self.running.end(task)
             if result is None:
                 return None
             body: Response | bytes = result if isinstance(result, Response) else \
                 codec.encode_body(key, version, result)
         except Exception as exc:
+            self.running.end(task)
             body = self._answer_failure(api, version, header, request, client_host, exc)
         # ApiVersions responses always carry header v0 (KIP-511).
         head = response_header(header.correlation_id, flexible and key != API_VERSIONS)

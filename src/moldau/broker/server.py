@@ -20,6 +20,7 @@ from .broker import Broker
 from .connection import KafkaConnection
 from .handlers import register_all
 from .log_level import ENV_VAR, parse_log_level
+from .loop_watchdog import LoopWatchdog
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         raise ListenerError(f"cannot listen on {listener.name}://{listener.host}:"
                             f"{listener.port}: {_reason(exc)}") from exc
     broker.start_background()
+    watchdog = LoopWatchdog(loop, config.loop_stall_warn_ms / 1000, broker.running)
+    watchdog.start()
     data = ", ".join(str(d.resolve()) for d in config.log_dirs)
     print(f"moldau broker {broker.node_id} listening on {listener.host}:{listener.port}, "
           f"data in {data}", flush=True)
@@ -67,6 +70,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         server.close()
         await asyncio.gather(*(c.close("broker shutting down") for c in list(broker.connections)))
         await server.wait_closed()
+        await watchdog.stop()
         await broker.stop_background()
         broker.close()
         log.info("shut down cleanly")

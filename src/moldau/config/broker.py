@@ -504,6 +504,10 @@ class BrokerConfig:
         return self._int("socket.request.max.bytes")
 
     @property
+    def loop_stall_warn_ms(self) -> int:
+        return self._int("moldau.loop.stall.warn.ms")
+
+    @property
     def connections_max_idle_ms(self) -> int:
         return self._int("connections.max.idle.ms")
 

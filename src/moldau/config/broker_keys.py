@@ -283,6 +283,10 @@ _KEYS: list[ConfigKey] = [
               "How often expired transactional ids are removed.", LOW, at_least(1)),
     ConfigKey("producer.id.expiration.ms", INT, 86_400_000, "Producer ids idle this long lose "
               "their idempotence state.", LOW, at_least(1)),
+    # -- moldau's own (Kafka has no such key) ----------------------------------------------
+    ConfigKey("moldau.loop.stall.warn.ms", INT, 1000, "moldau only: log a warning naming the "
+              "request being handled whenever the event loop stalls longer than this (0: off).",
+              LOW, at_least(0)),
 ]
 
 #: Keys Kafka lets IncrementalAlterConfigs change on a BROKER resource and that moldau keeps
