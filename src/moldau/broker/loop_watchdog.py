@@ -9,7 +9,8 @@ loop beats again it logs one line with the stall's length. A stall that goes on 
 once more while it lasts, so a broker stuck for good does not stay silent either.
 
 The thread only reads: the running task (``asyncio.current_task(loop)``, a dict lookup) and
-the frozen request objects, so it cannot disturb the loop it watches.
+the frozen request objects and the loop thread's innermost moldau stack frame (where the time
+goes, also when no request is running: a timer, a callback), so it cannot disturb the loop.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sys
 import threading
 import time
 import weakref
@@ -109,12 +111,14 @@ class LoopWatchdog:
         self._beat = time.monotonic()
         self._stop = threading.Event()
         self._task: asyncio.Task[None] | None = None
+        self._loop_thread = threading.get_ident()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         if self.threshold_s <= 0:
             return
         self._beat = time.monotonic()
+        self._loop_thread = threading.get_ident()  # start() runs on the loop's thread
         self._task = self.loop.create_task(self._heartbeat())
         self._thread = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
         self._thread.start()
@@ -132,14 +136,27 @@ class LoopWatchdog:
             self._beat = time.monotonic()
             await asyncio.sleep(self.interval)
 
+    def _where(self) -> str:
+        """The loop thread's innermost frame in moldau's code, as ``module.py:line function``."""
+        frame = sys._current_frames().get(self._loop_thread)
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if "moldau" in path and not path.endswith("loop_watchdog.py"):
+                name = path.rsplit("moldau", 1)[-1].lstrip("/")
+                return f" at {name}:{frame.f_lineno} {frame.f_code.co_name}"
+            frame = frame.f_back
+        return ""
+
     def _culprit(self) -> str:
         task = asyncio.current_task(self.loop)
         request = self.running.of(task)
         if request is not None:
-            return "handling " + request.describe()
-        if task is None:
-            return "outside any task (a callback or I/O handler)"
-        return f"in task {task.get_name()} ({task.get_coro()!r})"
+            what = "handling " + request.describe()
+        elif task is None:
+            what = "outside any task (a callback or I/O handler)"
+        else:
+            what = f"in task {task.get_name()} ({getattr(task.get_coro(), '__qualname__', '?')})"
+        return what + self._where()
 
     def _watch(self) -> None:
         stalled_since: float | None = None
