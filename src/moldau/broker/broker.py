@@ -44,6 +44,7 @@ from ..protocol.frames import (
     response_header,
     skip_tagged_fields,
 )
+from . import offload
 from .buffer_pool import BufferPool
 from .error_responses import error_response
 from .errors import ApiError
@@ -362,7 +363,7 @@ class Broker:
             if result is None:
                 return None
             body: Response | bytes = result if isinstance(result, Response) else \
-                codec.encode_body(key, version, result)
+                await offload.encode_body(key, version, result)
         except Exception as exc:
             self.running.end(task)
             body = self._answer_failure(api, version, header, request, client_host, exc)

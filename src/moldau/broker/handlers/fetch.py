@@ -21,9 +21,11 @@ from kio.schema.errors import ErrorCode
 from ...log.errors import OffsetOutOfRangeError, StorageError
 from ...protocol import codec
 from ...protocol.codec import build
+from .. import offload
 from ..broker import Broker, RequestContext
 from ..response import FileRange, Response
 from .api_versions import NO_THROTTLE
+from .pacing import Pacer
 
 _MARKER_LEN = 16
 _INT32 = struct.Struct(">i")
@@ -61,15 +63,18 @@ def _resolve_topic(broker: Broker, fetch_topic: Any) -> tuple[str | None, ErrorC
     return name, ErrorCode.none
 
 
-def _read_all(broker: Broker, request: Any) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
+async def _read_all(broker: Broker, request: Any
+                    ) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
     """Read every requested partition within the request's byte limits (KIP-74 rules)."""
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     reads: list[tuple[Any, list[_PartitionRead]]] = []
+    pacer = Pacer()
     for fetch_topic in request.topics:
         name, topic_code = _resolve_topic(broker, fetch_topic)
         parts: list[_PartitionRead] = []
         for p in fetch_topic.partitions:
+            await pacer.tick()
             if topic_code is not ErrorCode.none or name is None:
                 parts.append(_PartitionRead(name, p.partition, topic_code))
                 continue
@@ -104,7 +109,7 @@ def _has_error(reads: list[tuple[Any, list[_PartitionRead]]]) -> bool:
     return any(r.code is not ErrorCode.none for _, parts in reads for r in parts)
 
 
-def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRead]]]) -> Response:
+async def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRead]]]) -> Response:
     m = ctx.resp
     salt = os.urandom(8)
     ranges: list[tuple[bytes, FileRange]] = []
@@ -142,7 +147,7 @@ def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRead]]]) 
         responses=tuple(topics),
         node_endpoints=(),
     )
-    body = codec.encode_body(ctx.header.api_key, ctx.version, response)
+    body = await offload.encode_body(ctx.header.api_key, ctx.version, response)
     if not ranges:
         return Response.of_bytes(body)
     flexible = codec.is_flexible(ctx.header.api_key, ctx.version)
@@ -175,7 +180,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         return build(m.FetchResponse, throttle_time=NO_THROTTLE,
                      error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
                      responses=(), node_endpoints=())
-    reads, total = _read_all(broker, request)
+    reads, total = await _read_all(broker, request)
     max_wait_s = request.max_wait.total_seconds()
     min_bytes = max(request.min_bytes, 1)
     if total < min_bytes and max_wait_s > 0 and not _has_error(reads):
@@ -186,5 +191,5 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             if r.topic is not None
         ]
         await broker.purgatory.wait(keys, min_bytes - total, max_wait_s)
-        reads, total = _read_all(broker, request)
-    return _encode(ctx, reads)
+        reads, total = await _read_all(broker, request)
+    return await _encode(ctx, reads)

@@ -10,6 +10,7 @@ from ...log.errors import StorageError
 from ...protocol.codec import build
 from ..broker import RequestContext
 from .api_versions import NO_THROTTLE
+from .pacing import Pacer
 
 LATEST = -1
 EARLIEST = -2
@@ -41,9 +42,11 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     broker = ctx.broker
     topics = []
+    pacer = Pacer()
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
+            await pacer.tick()
             plog = broker.partition_log(topic.name, p.partition_index)
             if plog is None or plog.offline:
                 partitions.append(build(m.ListOffsetsPartitionResponse,

@@ -31,6 +31,7 @@ from ..broker import RequestContext, now_ms
 from ..errors import ApiError
 from ..topic_names import INTERNAL_TOPICS
 from .api_versions import NO_THROTTLE
+from .pacing import Pacer
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     broker = ctx.broker
     acks = request.acks
     topics = []
+    pacer = Pacer()
     for topic_data in request.topic_data:
         name = topic_data.name
         code: ErrorCode | None = None
@@ -134,7 +136,11 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             partitions = tuple(_partition_response(m, p.index, code, message)
                                for p in topic_data.partition_data)
         else:
-            partitions = tuple(_append(ctx, name, p, acks) for p in topic_data.partition_data)
+            appended = []
+            for p in topic_data.partition_data:
+                appended.append(_append(ctx, name, p, acks))
+                await pacer.tick()
+            partitions = tuple(appended)
         topics.append(build(m.TopicProduceResponse, name=name, partition_responses=partitions))
     if acks == 0:
         failed = [

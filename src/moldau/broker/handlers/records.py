@@ -20,6 +20,7 @@ from ...protocol.codec import build
 from ..broker import RequestContext
 from ..errors import ApiError
 from .api_versions import NO_THROTTLE
+from .pacing import Pacer
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -48,9 +49,11 @@ def _delete_before(ctx: RequestContext, topic: str, partition: int, offset: int)
 async def handle_delete_records(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     topics = []
+    pacer = Pacer()
     for topic in request.topics:
         results = []
         for p in topic.partitions:
+            await pacer.tick()
             try:
                 low = _delete_before(ctx, topic.name, p.partition_index, p.offset)
                 code = ErrorCode.none
@@ -90,9 +93,11 @@ def _epoch_end(ctx: RequestContext, topic: str, p: Any) -> tuple[ErrorCode, int,
 async def handle_offset_for_leader_epoch(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     topics = []
+    pacer = Pacer()
     for topic in request.topics:
         results = []
         for p in topic.partitions:
+            await pacer.tick()
             code, epoch, end_offset = _epoch_end(ctx, topic.topic, p)
             results.append(build(m.EpochEndOffset, error_code=code, partition=p.partition,
                                  leader_epoch=epoch, end_offset=end_offset))
