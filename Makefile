@@ -15,7 +15,12 @@ BENCH_ARGS ?=
 # Spark and PostgreSQL stores the activity pipeline's counts in tests/spark).
 APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless
 
-.PHONY: run test lint bench pipeline apt-deps clean-venv
+# `make fuzz`: the long wire-fuzz run (tests/fuzz); figures are printed as JSON at the end.
+FUZZ_FRAMES ?= 1000000
+FUZZ_SECONDS ?= 3600
+FUZZ_SEED ?= 1
+
+.PHONY: run test lint bench fuzz pipeline apt-deps clean-venv
 
 run: $(RUN_STAMP)
 	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA)
@@ -23,6 +28,11 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP) apt-deps
 	@# pytest exits 5 when it collects no test: an empty suite is not a failure here.
 	$(BIN)/pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+# Mutated frames against a fresh broker until FUZZ_FRAMES or FUZZ_SECONDS, from FUZZ_SEED; fails
+# on a crash, a traceback or ERROR line, RSS over 300 MB, or a lost/reordered record.
+fuzz: $(TEST_STAMP)
+	$(BIN)/python -m tests.fuzz --frames $(FUZZ_FRAMES) --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED)
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests bench

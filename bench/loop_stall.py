@@ -31,11 +31,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--without", action="append", default=[], choices=sorted(DEFAULT_WEIGHTS))
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--only", choices=sorted(DEFAULT_WEIGHTS),
+                        help="send only this mutation kind (e.g. big: 5,000-partition requests)")
     parser.add_argument("--warn-ms", type=int, default=1000,
                         help="moldau.loop.stall.warn.ms of the broker under test")
     args = parser.parse_args(argv)
-    weights = {k: (0 if k in args.without else w) for k, w in DEFAULT_WEIGHTS.items()}
-    config = FuzzConfig(frames=10**9, seconds=args.seconds, seed=args.seed, weights=weights)
+    weights = {k: (0 if k in args.without or args.only not in (None, k) else w)
+               for k, w in DEFAULT_WEIGHTS.items()}
+    config = FuzzConfig(frames=10**9, seconds=args.seconds, seed=args.seed, weights=weights,
+                        connections=args.connections)
     workdir = Path(tempfile.mkdtemp(prefix="moldau-loop-stall-"))
     broker = BrokerProcess(workdir, overrides=(
         *TEST_BROKER_OVERRIDES, f"moldau.loop.stall.warn.ms={args.warn_ms}")).start()
@@ -44,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         broker.stop()
     summary = report.summary()
-    summary["without"] = args.without
+    summary["weights"] = {k: w for k, w in weights.items() if w}
     seconds = re.compile(r"stalled (\d+\.\d+) s")
 
     def length(line: str) -> float:

@@ -17,6 +17,7 @@ from .authorized_operations import (
     TOPIC_OPERATIONS,
     authorized_operations,
 )
+from .pacing import Pacer
 
 
 def _requested_names(request: Any, ctx: RequestContext) -> list[str | None] | None:
@@ -95,15 +96,20 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     ops = authorized_operations(getattr(request, "include_topic_authorized_operations", False),
                                 TOPIC_OPERATIONS)
     entries = []
+    pacer = Pacer()
     if ctx.version < 12 and names is not None and None in names:
         # Names are nullable (topic ids) only from v12 on, as in the response: Kafka refuses
         # the request with INVALID_REQUEST on every topic, a null name sent back as "".
         entries = [_error_entry(ctx, n or "", ErrorCode.invalid_request) for n in names]
         names = []
     elif names is None:
-        entries = [topic_entry(ctx, n, ops) for n in sorted(broker.metadata.topics())]
+        for known in sorted(broker.metadata.topics()):
+            await pacer.tick()
+            if broker.metadata.topic(known) is not None:  # not deleted while we yielded
+                entries.append(topic_entry(ctx, known, ops))
     else:
         for name in names:
+            await pacer.tick()
             if name is None:
                 entries.append(_error_entry(ctx, None, ErrorCode.unknown_topic_id))
                 continue
