@@ -41,8 +41,12 @@ from .mutate import DEFAULT_WEIGHTS, After, Mutant, Mutator
 
 HOST = "127.0.0.1"
 RESPONSE_TIMEOUT = 3.0
-#: Log lines that mean the broker met something it did not expect.
-BAD_LOG_LINE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b")
+#: Log lines that mean the broker met something it did not expect: a traceback, an ERROR, or
+#: the one line a handler's unexpected exception gets (Broker._answer_failure: "... failed,
+#: answered UNKNOWN_SERVER_ERROR: TypeError ...", or "failed (KeyError ...); acks=0 ..."; a
+#: FrameError there is a refused acks=0 Produce, which is expected).
+BAD_LOG_LINE = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b|failed, answered |"
+                          r"could not be encoded|failed \((?!FrameError)")
 #: The loop watchdog's line (moldau.broker.loop_watchdog).
 STALL_LINE = re.compile(r"event loop stalled (\d+\.\d+) s (.*)")
 
