@@ -199,7 +199,7 @@ class Verifier:
                     pass
                 next_at += self.interval
             producer.poll(max(0.0, min(0.01, next_at - time.monotonic())))
-        remaining = producer.flush(120)
+        remaining = producer.flush(30)
         if remaining:
             self.errors.append(f"{remaining} records still queued after flush")
 
@@ -220,7 +220,7 @@ class Verifier:
     def finish(self, timeout: float = 60.0) -> None:
         """Stop producing, flush, and wait until the consumer has every acknowledged record."""
         self._stop_producing.set()
-        self._threads[0].join(150)
+        self._threads[0].join(40)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not set(self.acked) <= set(self.consumed):
             time.sleep(0.1)
