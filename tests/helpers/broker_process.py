@@ -152,6 +152,19 @@ class BrokerProcess:
 
     # -- life cycle ----------------------------------------------------------------------
 
+    def rss_bytes(self) -> int:
+        """Resident memory of the broker process now (Linux: VmRSS)."""
+        assert self.pid is not None
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS in /proc status")
+
+    def open_fds(self) -> int:
+        """File descriptors the broker process holds now (Linux)."""
+        assert self.pid is not None
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

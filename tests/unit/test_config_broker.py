@@ -323,3 +323,28 @@ def test_describe_broker_configs() -> None:
     assert [s.value for s in secret.synonyms] == [None]
     assert entries["process.roles"].value == "broker"
     assert all(e.documentation for e in entries.values())
+
+
+def test_connection_limit_keys() -> None:
+    cfg = BrokerConfig({
+        "max.connections": "100", "max.connections.per.ip": "0",
+        "max.connections.per.ip.overrides": " 127.0.0.1:3 , ::1:4,host-a.example:0",
+        "queued.max.request.bytes": "209715200",
+    })
+    assert cfg.max_connections == 100 and cfg.max_connections_per_ip == 0
+    # As Kafka, the last ':' splits host and count, so IPv6 addresses need no brackets.
+    assert cfg.max_connections_per_ip_overrides == {"127.0.0.1": 3, "::1": 4,
+                                                    "host-a.example": 0}
+    assert cfg.queued_max_request_bytes == 209_715_200
+    assert BrokerConfig().queued_max_request_bytes == -1  # Kafka's default: no limit
+    assert BrokerConfig().max_connections_per_ip_overrides == {}
+
+
+def test_connection_limits_are_checked_on_dynamic_changes() -> None:
+    cfg = BrokerConfig()
+    with pytest.raises(ConfigError, match="can be set to zero only if"):
+        cfg.with_dynamic({"max.connections.per.ip": "0"})
+    with pytest.raises(ConfigError, match="contains invalid addresses : a/b"):
+        cfg.with_dynamic({"max.connections.per.ip.overrides": "a/b:1"})
+    changed = cfg.with_dynamic({"max.connections.per.ip.overrides": "10.0.0.1:5"})
+    assert changed.max_connections_per_ip_overrides == {"10.0.0.1": 5}

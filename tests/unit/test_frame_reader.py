@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from moldau.broker.buffer_pool import BufferPool
-from moldau.broker.frame_reader import FrameReader
+from moldau.broker.frame_reader import SCRATCH_BYTES, FrameReader
+from moldau.broker.memory_pool import MemoryPool
 from moldau.protocol.frames import FrameError
 
 
@@ -120,3 +121,80 @@ def test_pool_limits_what_it_keeps() -> None:
     pool.give(bytearray(1 << 20))  # would exceed max_pooled_bytes: dropped
     assert pool.pooled_bytes == 3 << 20
     assert pool.take(10) is a  # the smallest buffer that fits
+
+
+@given(
+    streams=st.lists(st.lists(st.one_of(st.binary(max_size=300), st.integers(0, 3000)),
+                              max_size=6), min_size=2, max_size=4),
+    order=st.lists(st.integers(0, 3), max_size=200),
+    read_sizes=st.lists(st.integers(1, 3000), max_size=200),
+)
+def test_connections_sharing_one_scratch_buffer_get_their_own_frames(
+    streams: list[list[bytes | int]], order: list[int], read_sizes: list[int]
+) -> None:
+    """Reads of several connections interleave through one scratch buffer, as on the loop."""
+    scratch = bytearray(1024)
+    bodies = [[b if isinstance(b, bytes) else os.urandom(b) for b in s] for s in streams]
+    data = [b"".join(framed(b) for b in s) for s in bodies]
+    readers = [FrameReader(10_000, scratch=scratch, direct_bytes=512) for _ in streams]
+    got: list[list[bytes]] = [[] for _ in streams]
+    pos = [0] * len(streams)
+    sizes = iter(read_sizes)
+    turns = iter(order)
+    while any(p < len(d) for p, d in zip(pos, data, strict=True)):
+        i = next(turns, None)
+        if i is None or i >= len(streams) or pos[i] >= len(data[i]):
+            i = next(k for k, d in enumerate(data) if pos[k] < len(d))
+        buf = readers[i].get_buffer()
+        n = min(len(buf), len(data[i]) - pos[i], next(sizes, 1 << 20))
+        buf[:n] = data[i][pos[i] : pos[i] + n]
+        pos[i] += n
+        got[i].extend(bytes(f) for f in readers[i].buffer_updated(n))
+    assert got == bodies
+
+
+def test_an_idle_reader_holds_no_buffer() -> None:
+    scratch = bytearray(SCRATCH_BYTES)
+    reader = FrameReader(1 << 20, scratch=scratch)
+    assert feed(reader, framed(b"request"), []) == [b"request"]
+    assert reader.partial_bytes == 0
+    assert reader.get_buffer().obj is scratch  # nothing of its own between frames
+
+
+def test_frames_reserve_their_size_until_recycled() -> None:
+    memory = MemoryPool(limit=1000)
+    reader = FrameReader(10_000, memory=memory, scratch_bytes=1024, direct_bytes=512)
+    small, large = feed(reader, framed(b"x" * 100) + framed(b"y" * 700), [], keep_views=True)
+    assert memory.used == 800
+    reader.recycle(small)
+    reader.recycle(large)
+    assert memory.used == 0
+
+
+def test_an_exhausted_pool_stops_new_frames_until_memory_frees() -> None:
+    memory = MemoryPool(limit=1000)
+    holder = FrameReader(10_000, memory=memory, scratch_bytes=1024, direct_bytes=512)
+    (held,) = feed(holder, framed(b"h" * 1000), [], keep_views=True)
+    assert memory.exhausted
+    reader = FrameReader(10_000, memory=memory, scratch_bytes=1024, direct_bytes=512)
+    woken: list[bool] = []
+    # Only the size prefix is read while the pool is exhausted.
+    buf = reader.get_buffer()
+    assert len(buf) == 4
+    buf[:] = struct.pack(">i", 600)
+    assert reader.buffer_updated(4) == []
+    assert reader.blocked and not reader.unblock()
+    memory.wait(reader, lambda: woken.append(reader.unblock()))
+    holder.recycle(held)
+    assert woken == [True] and not reader.blocked and memory.used == 600
+    body = os.urandom(600)
+    assert feed(reader, body, []) == [body]
+
+
+def test_closing_gives_back_an_unfinished_frame() -> None:
+    memory = MemoryPool(limit=10_000)
+    reader = FrameReader(10_000, memory=memory, scratch_bytes=1024, direct_bytes=512)
+    assert feed(reader, framed(os.urandom(3000))[:1000], []) == []
+    assert memory.used == 3000
+    reader.close()
+    assert memory.used == 0 and reader.partial_bytes == 0

@@ -8,12 +8,22 @@ fault per 4 KiB while the socket filled the buffer: about 2 ms per 2 MB, measure
 handled. One pool serves every connection of the broker; it keeps at most ``max_pooled_bytes``
 in total and never keeps a buffer over ``max_buffer_bytes``, so an idle broker holds a bounded
 amount of memory whatever its clients sent once.
+
+A new buffer is an anonymous ``mmap``, not a ``bytearray``: ``bytearray(n)`` writes n zero
+bytes, so a client announcing a 100 MiB frame and sending nothing more cost 100 MiB of RAM at
+once. Mapped pages become resident only when the socket writes into them, so a buffer costs
+what has actually been received.
 """
 
 from __future__ import annotations
 
+import mmap
+
 #: Buffers are sized in steps of this, so requests of similar size share buffers.
 GRANULE = 1 << 20
+
+#: A receive buffer: pooled buffers of earlier versions may still be bytearrays in tests.
+Buffer = bytearray | mmap.mmap
 
 
 class BufferPool:
@@ -21,7 +31,7 @@ class BufferPool:
 
     def __init__(self, max_pooled_bytes: int = 64 << 20, max_buffer_bytes: int = 16 << 20
                  ) -> None:
-        self._free: list[bytearray] = []
+        self._free: list[Buffer] = []
         self._pooled_bytes = 0
         self.max_pooled_bytes = max_pooled_bytes
         self.max_buffer_bytes = max_buffer_bytes
@@ -30,7 +40,7 @@ class BufferPool:
     def pooled_bytes(self) -> int:
         return self._pooled_bytes
 
-    def take(self, size: int) -> bytearray:
+    def take(self, size: int) -> Buffer:
         """A buffer of at least ``size`` bytes (contents undefined), pooled or new."""
         best = -1
         for i, buf in enumerate(self._free):
@@ -40,10 +50,14 @@ class BufferPool:
             buf = self._free.pop(best)
             self._pooled_bytes -= len(buf)
             return buf
-        return bytearray(-(-size // GRANULE) * GRANULE)
+        # Pages are mapped lazily: only what the socket writes becomes resident.
+        return mmap.mmap(-1, max(-(-size // GRANULE) * GRANULE, GRANULE))
 
-    def give(self, buf: bytearray) -> None:
-        """Return a buffer from :meth:`take`; kept if it fits the pool's limits."""
+    def give(self, buf: Buffer) -> None:
+        """Return a buffer from :meth:`take`; kept if it fits the pool's limits.
+
+        A buffer not kept is simply dropped: it is unmapped when the last view of it goes.
+        """
         size = len(buf)
         if size <= self.max_buffer_bytes and self._pooled_bytes + size <= self.max_pooled_bytes:
             self._free.append(buf)

@@ -1,11 +1,22 @@
 """One client connection: split the byte stream into frames, answer them in order.
 
 Kafka clients pipeline requests (several in flight per connection) and expect the responses in
-request order, so each connection has one worker that handles its frames one after another.
-The event loop reads straight into buffers of a :class:`~.frame_reader.FrameReader`, which hands
-back each frame as soon as it is complete; a frame that cannot be a Kafka request (bad size,
-garbage header, unknown API) closes this connection only, with one log line. Response bodies
-may contain file ranges, which go to the socket with ``sendfile``.
+request order, so each connection handles its frames one after another, in a worker task that
+exists only while frames are waiting (an idle connection has no task). The event loop reads
+straight into buffers of a :class:`~.frame_reader.FrameReader`, which hands back each frame as
+soon as it is complete; a frame that cannot be a Kafka request (bad size, garbage header,
+unknown API) closes this connection only, with one log line. Response bodies may contain file
+ranges, which go to the socket with ``sendfile``.
+
+Reading stops (``pause_reading``) while any of these holds, so that what a connection costs
+stays bounded whatever its client does:
+
+- ``MAX_QUEUED_FRAMES`` frames wait to be handled (a client pipelining faster than we answer);
+- the transport's write buffer is over its high-water mark (a client that does not read its
+  responses): no new request is taken until it drains, and a response is written in pieces of
+  ``SEND_CHUNK_BYTES``, each only once the previous ones have drained;
+- the broker's request memory (``queued.max.request.bytes``) is exhausted and a new frame waits
+  for its share.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from .frame_reader import Frame, FrameReader
 from .response import Response
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .network import Network
 
 log = logging.getLogger(__name__)
 
@@ -30,21 +41,32 @@ log = logging.getLogger(__name__)
 SENDFILE_MIN_BYTES = 64 * 1024
 # Stop reading from a client that pipelines faster than we answer.
 MAX_QUEUED_FRAMES = 64
+# Copied parts of a response are handed to the transport in pieces of about this size, each
+# after the previous ones have drained below the high-water mark.
+SEND_CHUNK_BYTES = 256 * 1024
+# The most of a file range read into memory at once when sendfile cannot be used.
+FILE_CHUNK_BYTES = 1 << 20
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    def __init__(self, network: Network, client_ip: str = "") -> None:
+        self._network = network
+        self._broker = network.broker
         # Read once: socket.request.max.bytes is static, and this runs on every frame.
-        self._reader = FrameReader(broker.config.socket_request_max_bytes, broker.frame_buffers)
+        self._reader = FrameReader(
+            self._broker.config.socket_request_max_bytes, self._broker.frame_buffers,
+            scratch=network.scratch, memory=network.memory,
+        )
         self._frames: collections.deque[Frame] = collections.deque()
-        self._frame_ready: asyncio.Event = asyncio.Event()
         self._transport: asyncio.Transport | None = None
-        self._can_write: asyncio.Event = asyncio.Event()
-        self._can_write.set()
+        #: Set while the transport's write buffer is below its high-water mark.
+        self._can_write: asyncio.Event | None = None
         self._reading_paused = False
         self._closed = False
         self._worker: asyncio.Task[None] | None = None
+        #: A request handler is running (a parked fetch counts): not idle, whatever the clock.
+        self.in_request = False
+        self.client_ip = client_ip
         self._peer = "?"
         self._client_host = ""
 
@@ -56,27 +78,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else ""
-        self._worker = asyncio.get_running_loop().create_task(self._work())
-        self._broker.connections.add(self)
+        self._network.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self._can_write.set()
-        self._frame_ready.set()
-        self._broker.connections.discard(self)
+        if self._can_write is not None:
+            self._can_write.set()
+        self._network.connection_closed(self)
+        self._reader.close()
+        while self._frames:
+            self._reader.recycle(self._frames.popleft())
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
 
     def pause_writing(self) -> None:
+        if self._can_write is None:
+            self._can_write = asyncio.Event()
         self._can_write.clear()
+        self._update_reading()
 
     def resume_writing(self) -> None:
-        self._can_write.set()
+        if self._can_write is not None:
+            self._can_write.set()
+        self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._network.idle.touch(self)
         try:
             frames = self._reader.buffer_updated(nbytes)
         except FrameError as exc:
@@ -84,16 +114,50 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if frames:
             self._frames.extend(frames)
-            self._frame_ready.set()
-            if len(self._frames) >= MAX_QUEUED_FRAMES and self._transport is not None:
-                self._transport.pause_reading()
-                self._reading_paused = True
+            if self._worker is None:
+                self._worker = asyncio.get_running_loop().create_task(self._work())
+        if self._reader.blocked:
+            self._network.memory.wait(self, self._memory_freed)
+        self._update_reading()
 
     def eof_received(self) -> bool | None:
         if self._reader.partial_bytes:
             log.info("connection %s closed in the middle of a frame (%d bytes received)",
                      self._peer, self._reader.partial_bytes)
         return None
+
+    # -- flow control ------------------------------------------------------------------------
+
+    @property
+    def _write_blocked(self) -> bool:
+        return self._can_write is not None and not self._can_write.is_set()
+
+    def _update_reading(self) -> None:
+        """Pause or resume reading from the socket, for any of the reasons in the module doc."""
+        transport = self._transport
+        if transport is None or self._closed:
+            return
+        queued = len(self._frames)
+        pause = (
+            self._reader.blocked
+            or self._write_blocked
+            or queued >= MAX_QUEUED_FRAMES
+            or (self._reading_paused and queued >= MAX_QUEUED_FRAMES // 2)
+        )
+        if pause != self._reading_paused:
+            self._reading_paused = pause
+            if pause:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def _memory_freed(self) -> None:
+        if self._closed:
+            return
+        if self._reader.unblock():
+            self._update_reading()
+        else:
+            self._network.memory.wait(self, self._memory_freed)
 
     # -- work --------------------------------------------------------------------------------
 
@@ -105,32 +169,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
 
-    def abort(self, reason: str) -> None:
-        """Close this connection because of something the client sent."""
+    def abort(self, reason: str, level: int = logging.WARNING) -> None:
+        """Close this connection because of something the client sent (or did not send)."""
         if not self._closed:
-            log.warning("closing connection %s: %s", self._peer, reason)
+            log.log(level, "closing connection %s: %s", self._peer, reason)
             self._closed = True
             if self._transport is not None:
                 self._transport.abort()
 
     async def _work(self) -> None:
         try:
-            while not self._closed:
-                if not self._frames:
-                    self._frame_ready.clear()
-                    await self._frame_ready.wait()
-                    continue
+            while self._frames and not self._closed:
                 frame = self._frames.popleft()
-                if self._reading_paused and len(self._frames) < MAX_QUEUED_FRAMES // 2:
-                    self._reading_paused = False
-                    if self._transport is not None:
-                        self._transport.resume_reading()
+                if self._reading_paused:
+                    self._update_reading()
+                self.in_request = True
                 try:
                     response = await self._broker.handle_frame(frame, self._client_host)
                 except FrameError as exc:
                     self.abort(str(exc))
                     return
                 finally:
+                    self.in_request = False
                     # The request was decoded into objects of its own: the bytes can go.
                     self._reader.recycle(frame)
                     del frame
@@ -141,24 +201,43 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("unexpected error on connection %s", self._peer)
             self.abort("internal error")
+        finally:
+            self._worker = None
+
+    async def _drained(self) -> None:
+        """Wait until the write buffer is below its high-water mark again."""
+        can_write = self._can_write
+        if can_write is not None and not can_write.is_set():
+            await can_write.wait()
 
     async def _send(self, response: Response) -> None:
         transport = self._transport
         assert transport is not None
         pending: list[bytes] = [frame_prefix(response.size)]
+        pending_bytes = 0
         for part in response.parts:
             if isinstance(part, bytes):
                 pending.append(part)
-            elif part.size < SENDFILE_MIN_BYTES:
-                pending.append(part.read())
-            else:
+                pending_bytes += len(part)
+                continue
+            if part.size >= SENDFILE_MIN_BYTES:
                 transport.write(b"".join(pending))
-                pending = []
+                pending, pending_bytes = [], 0
                 await self._send_file(part.fd, part.position, part.size)
+                continue
+            if pending_bytes >= SEND_CHUNK_BYTES:
+                # Read no more of the files while the client has not taken what we wrote.
+                transport.write(b"".join(pending))
+                pending, pending_bytes = [], 0
+                await self._drained()
+                if self._closed:
+                    return
+            pending.append(part.read())
+            pending_bytes += part.size
         if pending:
             transport.write(b"".join(pending))
-        if not self._can_write.is_set():
-            await self._can_write.wait()
+        self._network.idle.touch(self)
+        await self._drained()
 
     async def _send_file(self, fd: int, position: int, size: int) -> None:
         """Send a file range: zero-copy while the socket takes it, copying the rest.
@@ -179,11 +258,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 position += sent
                 size -= sent
         while size > 0:
-            chunk = os.pread(fd, min(size, 1 << 20), position)
+            await self._drained()
+            if self._closed:
+                return
+            chunk = os.pread(fd, min(size, FILE_CHUNK_BYTES), position)
             if not chunk:
                 raise OSError(f"segment file ended {size} bytes early")
             transport.write(chunk)
             position += len(chunk)
             size -= len(chunk)
-            if not self._can_write.is_set():
-                await self._can_write.wait()

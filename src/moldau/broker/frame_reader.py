@@ -2,21 +2,39 @@
 
 The connection is an :class:`asyncio.BufferedProtocol`: the event loop reads from the socket
 straight into the buffer :meth:`FrameReader.get_buffer` hands out. Small frames (most requests)
-land in a reusable scratch buffer and are copied out once, as ``bytes``. A frame of
-``direct_bytes`` or more (produce requests carrying record batches) gets a buffer of its own,
-sized from its length prefix, and the socket fills it directly: its bytes are never copied in
-Python on the way in. Before this, a produce request's bytes were copied three times (into the
-receive buffer, out of it as a slice, into ``bytes``), about a fifth of the broker's CPU when
-producing 1 KiB records. Those buffers come from a :class:`~.buffer_pool.BufferPool` and go
-back to it through :meth:`FrameReader.recycle` once the frame's request has been handled.
+land in a scratch buffer and are copied out once, as ``bytes``. A frame of ``direct_bytes`` or
+more (produce requests carrying record batches) gets a buffer of its own, sized from its length
+prefix, and the socket fills it directly: its bytes are never copied in Python on the way in.
+Before this, a produce request's bytes were copied three times (into the receive buffer, out of
+it as a slice, into ``bytes``), about a fifth of the broker's CPU when producing 1 KiB records.
+Those buffers come from a :class:`~.buffer_pool.BufferPool` and go back to it through
+:meth:`FrameReader.recycle` once the frame's request has been handled.
+
+Idle connections must cost next to nothing (Kafka brokers serve tens of thousands), so the
+scratch buffer is shared by every connection of the broker: the event loop is single-threaded
+and calls ``get_buffer`` and then ``buffer_updated`` for one connection before it reads from any
+other, so the scratch only has to hold one read. A frame that is not complete at the end of a
+read continues in a buffer of its own: pooled for large frames, a ``bytearray`` of the frame's
+size for small ones. Only a partial size prefix (or the start of a frame waiting for memory) is
+kept as bytes and put back at the front of the scratch before the next read. A connection
+between frames holds no buffer at all.
+
+Every frame reserves its size in the broker's :class:`~.memory_pool.MemoryPool`
+(``queued.max.request.bytes``) when its prefix has been read, and :meth:`recycle` gives it back.
+While the pool is exhausted a connection between frames reads only the 4 prefix bytes, and a
+frame that cannot reserve leaves the reader :attr:`~FrameReader.blocked` until
+:meth:`~FrameReader.unblock` succeeds: the connection stops reading meanwhile.
 """
 
 from __future__ import annotations
 
+import mmap
+
 from ..protocol.frames import FrameError, read_frame_size
 from .buffer_pool import BufferPool
+from .memory_pool import MemoryPool
 
-#: Scratch buffer for frame prefixes and small frames; compacted as frames are cut out of it.
+#: Scratch buffer for frame prefixes and small frames: one read at most.
 SCRATCH_BYTES = 256 * 1024
 #: Frames at least this big are received into a buffer of their own.
 DIRECT_BYTES = 64 * 1024
@@ -24,22 +42,30 @@ DIRECT_BYTES = 64 * 1024
 #: A complete frame: ``bytes``, or a read-only view of the frame's own buffer.
 Frame = bytes | memoryview
 
+_NO_BYTES = b""
+
 
 class FrameReader:
     """Frame assembly for one connection (no I/O: the protocol feeds it)."""
 
     def __init__(self, max_frame: int, pool: BufferPool | None = None,
-                 scratch_bytes: int = SCRATCH_BYTES, direct_bytes: int = DIRECT_BYTES) -> None:
-        if direct_bytes + 4 > scratch_bytes:
+                 scratch_bytes: int = SCRATCH_BYTES, direct_bytes: int = DIRECT_BYTES, *,
+                 scratch: bytearray | None = None, memory: MemoryPool | None = None) -> None:
+        if scratch is None:
+            scratch = bytearray(scratch_bytes)
+        if direct_bytes + 4 > len(scratch):
             raise ValueError("the scratch buffer must hold any frame smaller than direct_bytes")
         self._max_frame = max_frame
         self._pool = pool if pool is not None else BufferPool()
+        self._memory = memory if memory is not None else MemoryPool()
         self._direct_bytes = direct_bytes
-        self._scratch = bytearray(scratch_bytes)
-        self._scratch_view = memoryview(self._scratch)
-        self._start = 0  # first unconsumed byte in the scratch buffer
-        self._end = 0  # one past the last received byte in the scratch buffer
-        self._body: memoryview | None = None  # a large frame being received directly
+        self._scratch = scratch
+        self._scratch_view = memoryview(scratch)
+        #: Received bytes of a size prefix, or of a frame waiting for memory (blocked).
+        self._pending: bytes = _NO_BYTES
+        self._blocked = False
+        #: The frame being received into a buffer of its own (it has reserved its size).
+        self._body: memoryview | None = None
         self._body_filled = 0
 
     @property
@@ -47,13 +73,24 @@ class FrameReader:
         """Bytes received of a frame that is not complete yet (0 between frames)."""
         if self._body is not None:
             return 4 + self._body_filled
-        return self._end - self._start
+        return len(self._pending)
+
+    @property
+    def blocked(self) -> bool:
+        """A frame has begun but cannot reserve memory: stop reading until :meth:`unblock`."""
+        return self._blocked
 
     def get_buffer(self) -> memoryview:
         """Where the next bytes from the socket should go."""
         if self._body is not None:
             return self._body[self._body_filled :]
-        return self._scratch_view[self._end :]
+        kept = len(self._pending)
+        if kept:
+            self._scratch[:kept] = self._pending
+        if kept < 4 and self._memory.exhausted:
+            # No memory for a new frame: read its size only (it then waits in unblock()).
+            return self._scratch_view[kept:4]
+        return self._scratch_view[kept:]
 
     def buffer_updated(self, nbytes: int) -> list[Frame]:
         """``nbytes`` arrived in the last buffer handed out; return the frames now complete.
@@ -69,23 +106,44 @@ class FrameReader:
             self._body = None
             self._body_filled = 0
             return frames
-        self._end += nbytes
-        frames = self._cut_frames()
-        self._compact()
-        return frames
+        return self._cut_frames(len(self._pending) + nbytes)
+
+    def unblock(self) -> bool:
+        """Try again to reserve memory for the waiting frame; True once it has."""
+        if not self._blocked:
+            return True
+        size = read_frame_size(self._pending, 0)
+        if not self._memory.try_reserve(size):
+            return False
+        self._blocked = False
+        self._start_body(size, memoryview(self._pending)[4:])
+        self._pending = _NO_BYTES
+        return True
 
     def recycle(self, frame: Frame) -> None:
-        """``frame`` has been handled and nothing refers to its bytes: reuse its buffer.
+        """``frame`` has been handled and nothing refers to its bytes: free its memory.
 
-        Only frames that had a buffer of their own (read-only views) have one to give back.
+        Large frames had a pooled buffer of their own: it goes back to the pool.
         """
-        if isinstance(frame, memoryview) and isinstance(frame.obj, bytearray):
+        self._memory.release(len(frame))
+        if isinstance(frame, memoryview) and isinstance(frame.obj, mmap.mmap):
             self._pool.give(frame.obj)
 
-    def _cut_frames(self) -> list[Frame]:
+    def close(self) -> None:
+        """The connection is gone: give back what the unfinished frame holds."""
+        body = self._body
+        if body is not None:
+            self._body = None
+            self._memory.release(len(body))
+            if isinstance(body.obj, mmap.mmap):
+                self._pool.give(body.obj)
+        self._pending = _NO_BYTES
+        self._blocked = False
+
+    def _cut_frames(self, end: int) -> list[Frame]:
         frames: list[Frame] = []
         view = self._scratch_view
-        start, end = self._start, self._end
+        start = 0
         while end - start >= 4:
             size = read_frame_size(self._scratch, start)
             if size < 0 or size > self._max_frame:
@@ -95,25 +153,25 @@ class FrameReader:
                 )
             frame_end = start + 4 + size
             if frame_end <= end:
+                self._memory.reserve(size)  # its bytes are here already
                 frames.append(bytes(view[start + 4 : frame_end]))
                 start = frame_end
                 continue
-            if size >= self._direct_bytes:
-                # Give the frame its own buffer; what already arrived is its only copy.
-                body = memoryview(self._pool.take(size))[:size]
-                have = end - start - 4
-                body[:have] = view[start + 4 : end]
-                self._body, self._body_filled = body, have
+            if self._memory.try_reserve(size):
+                # The rest of the frame goes straight into a buffer of its own.
+                self._start_body(size, view[start + 4 : end])
                 start = end
+            else:
+                self._blocked = True
             break
-        self._start = start
+        self._pending = bytes(view[start:end]) if start < end else _NO_BYTES
         return frames
 
-    def _compact(self) -> None:
-        """Move an incomplete small frame to the front so the rest of the buffer is free."""
-        start, end = self._start, self._end
-        if start == end:
-            self._start = self._end = 0
-        elif start and len(self._scratch) - end < self._direct_bytes + 4:
-            self._scratch[: end - start] = bytes(self._scratch_view[start:end])
-            self._start, self._end = 0, end - start
+    def _start_body(self, size: int, received: memoryview) -> None:
+        # Large frames get a pooled (lazily mapped) buffer; small ones a bytearray, so that
+        # the rest of the frame never goes through the shared scratch buffer again.
+        buf = self._pool.take(size) if size >= self._direct_bytes else bytearray(size)
+        body = memoryview(buf)[:size]
+        have = len(received)
+        body[:have] = received
+        self._body, self._body_filled = body, have

@@ -1,8 +1,10 @@
 """The broker process: event loop, listening socket, signals, clean shutdown.
 
-``run_broker`` is what ``moldau broker`` and ``make run`` call. It opens the logs (recovering
-them after an unclean stop), listens on the first configured listener, prints one line saying
-where it listens and where its data is, and on SIGINT/SIGTERM stops accepting, closes client
+``run_broker`` is what ``moldau broker`` and ``make run`` call. It raises its open-file limit
+to the hard limit (each connection and each open segment file is a descriptor, and Kafka users
+expect a broker to take tens of thousands of connections), opens the logs (recovering them
+after an unclean stop), listens on the first configured listener, prints one line saying where
+it listens and where its data is, and on SIGINT/SIGTERM stops accepting, closes client
 connections and closes the logs cleanly so that the next start skips recovery.
 """
 
@@ -11,16 +13,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import signal
 import sys
 
 from ..config import BrokerConfig
 from ..log.errors import LogDirOfflineError
 from .broker import Broker
-from .connection import KafkaConnection
 from .handlers import register_all
 from .log_level import ENV_VAR, parse_log_level
 from .loop_watchdog import LoopWatchdog
+from .network import Network
 
 log = logging.getLogger(__name__)
 
@@ -43,20 +46,19 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
 
 async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     """Run a broker until ``stop`` is set."""
+    loop = asyncio.get_running_loop()
     broker = Broker(config)
     broker.request_shutdown = stop.set
     register_all(broker)
-    loop = asyncio.get_running_loop()
     listener = config.listeners[0]
+    network = Network(broker)
     try:
-        server = await loop.create_server(
-            lambda: KafkaConnection(broker), listener.host or None, listener.port,
-            reuse_address=True, backlog=1024,
-        )
+        network.listen(listener.host, listener.port)
     except OSError as exc:
         broker.close()  # the logs were opened: close them cleanly, skipping recovery next time
         raise ListenerError(f"cannot listen on {listener.name}://{listener.host}:"
                             f"{listener.port}: {_reason(exc)}") from exc
+    network.start()
     broker.start_background()
     watchdog = LoopWatchdog(loop, config.loop_stall_warn_ms / 1000, broker.running)
     watchdog.start()
@@ -67,9 +69,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         await stop.wait()
     finally:
         log.info("shutting down")
-        server.close()
-        await asyncio.gather(*(c.close("broker shutting down") for c in list(broker.connections)))
-        await server.wait_closed()
+        await network.close()
         await watchdog.stop()
         await broker.stop_background()
         broker.close()
@@ -86,6 +86,22 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)  # resolver errors (negative codes) carry their own text
 
 
+#: Target when the hard limit is "unlimited" (Linux's default fs.nr_open).
+_NOFILE_UNLIMITED_TARGET = 1 << 20
+
+
+def raise_open_file_limit() -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as the JVM does for Kafka."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = _NOFILE_UNLIMITED_TARGET if hard == resource.RLIM_INFINITY else hard
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            log.info("open file limit raised from %d to %d", soft, target)
+    except (OSError, ValueError) as exc:
+        log.warning("could not raise the open file limit: %s", exc)
+
+
 def run_broker(config: BrokerConfig) -> None:
     """Start a broker and block until SIGINT or SIGTERM."""
     logging.basicConfig(
@@ -93,6 +109,7 @@ def run_broker(config: BrokerConfig) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    raise_open_file_limit()
     loop = _new_event_loop()
     asyncio.set_event_loop(loop)
     stop = asyncio.Event()

@@ -19,11 +19,13 @@ change can never leave the broker half-reconfigured.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .broker_keys import BROKER_KEYS, DYNAMIC_KEYS, is_known_unused
 from .definitions import (
+    INT_MAX,
     ConfigEntry,
     ConfigError,
     ConfigKey,
@@ -132,6 +134,7 @@ class BrokerConfig:
                 parse_listeners("advertised.listeners", advertised, protocol_map)
             )
         self._log_dirs = self._resolve_log_dirs()
+        self._per_ip_overrides = self._check_connection_limits()
 
     # -- construction ------------------------------------------------------------------------
 
@@ -397,6 +400,24 @@ class BrokerConfig:
                 )
         return advertised
 
+    def _check_connection_limits(self) -> dict[str, int]:
+        """Kafka's start-up checks of the socket server keys; returns the parsed overrides."""
+        queued = self._int("queued.max.request.bytes")
+        if 0 < queued < self.socket_request_max_bytes:
+            raise ConfigError(
+                "queued.max.request.bytes", queued,
+                message="queued.max.request.bytes must be larger or equal to "
+                "socket.request.max.bytes",
+            )
+        overrides = parse_connection_overrides(self._str("max.connections.per.ip.overrides"))
+        if self._int("max.connections.per.ip") == 0 and not overrides:
+            raise ConfigError(
+                "max.connections.per.ip", 0,
+                message="max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides property is set.",
+            )
+        return overrides
+
     def _resolve_log_dirs(self) -> list[Path]:
         dirs = self.get("log.dirs")
         if dirs is None:
@@ -510,6 +531,24 @@ class BrokerConfig:
     @property
     def connections_max_idle_ms(self) -> int:
         return self._int("connections.max.idle.ms")
+
+    @property
+    def queued_max_request_bytes(self) -> int:
+        """Kafka's memory pool size; -1 (or any value <= 0) means no limit."""
+        return self._int("queued.max.request.bytes")
+
+    @property
+    def max_connections(self) -> int:
+        return self._int("max.connections")
+
+    @property
+    def max_connections_per_ip(self) -> int:
+        return self._int("max.connections.per.ip")
+
+    @property
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        """``max.connections.per.ip.overrides`` parsed: host name or address -> limit."""
+        return dict(self._per_ip_overrides)
 
     @property
     def fetch_max_bytes(self) -> int:
@@ -740,6 +779,33 @@ class BrokerConfig:
     @property
     def producer_id_expiration_ms(self) -> int:
         return self._int("producer.id.expiration.ms")
+
+
+#: Characters Kafka accepts in a host of max.connections.per.ip.overrides (Utils.validHostPattern).
+_HOST_PATTERN = re.compile(r"[0-9a-zA-Z\-%._:]*")
+
+
+def parse_connection_overrides(raw: str) -> dict[str, int]:
+    """Parse ``host:count,host:count`` as Kafka does (the last ``:`` splits, for IPv6)."""
+    key = "max.connections.per.ip.overrides"
+    overrides: dict[str, int] = {}
+    if not raw.strip():
+        return overrides
+    bad_hosts: list[str] = []
+    for entry in re.split(r"\s*,\s*", raw.strip()):
+        host, colon, count = entry.rpartition(":")
+        host, count = host.strip(), count.strip()
+        if not colon or not host:
+            raise ConfigError(key, raw, f"entry '{entry}' is not of the form host:count")
+        if not re.fullmatch(r"[+-]?\d+", count) or not 0 <= int(count) <= INT_MAX:
+            raise ConfigError(key, raw, f"'{count}' in entry '{entry}' is not a connection count")
+        if not _HOST_PATTERN.fullmatch(host):
+            bad_hosts.append(host)
+        overrides[host] = int(count)
+    if bad_hosts:
+        raise ConfigError(key, raw, message=f"{key} contains invalid addresses : "
+                          f"{','.join(bad_hosts)}")
+    return overrides
 
 
 def describe_broker_configs(cfg: BrokerConfig) -> list[ConfigEntry]:

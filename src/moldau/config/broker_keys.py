@@ -185,8 +185,13 @@ _KEYS: list[ConfigKey] = [
     # -- network ---------------------------------------------------------------------------
     ConfigKey("socket.request.max.bytes", INT, 104_857_600, "Largest request frame accepted; "
               "bigger frames close the connection.", HIGH, at_least(1)),
-    ConfigKey("connections.max.idle.ms", LONG, 600_000, "Idle connections are closed after "
-              "this long.", MEDIUM),
+    ConfigKey("connections.max.idle.ms", LONG, 600_000, "Connections with no activity (bytes "
+              "read or a response written) are closed after this long; negative disables.",
+              MEDIUM),
+    ConfigKey("queued.max.request.bytes", LONG, -1, "Bytes of requests being received or "
+              "waiting to be handled, over all connections; while reached, no connection starts "
+              "reading a new request. -1: no limit. At least socket.request.max.bytes when set.",
+              MEDIUM),
     ConfigKey("fetch.max.bytes", INT, 57_671_680, "Upper bound on the bytes of one Fetch "
               "response.", MEDIUM, at_least(1024)),
     ConfigKey("num.network.threads", INT, 3, "Network threads; accepted, moldau runs one event "
@@ -203,12 +208,13 @@ _KEYS: list[ConfigKey] = [
               "the OS default.", HIGH, used=False),
     ConfigKey("socket.listen.backlog.size", INT, 50, "Listen backlog; accepted, unused.", MEDIUM,
               at_least(1), used=False),
-    ConfigKey("max.connections", INT, INT_MAX, "Connection limit; accepted, unused.", MEDIUM,
-              at_least(0), used=False),
-    ConfigKey("max.connections.per.ip", INT, INT_MAX, "Per-address connection limit; accepted, "
-              "unused.", MEDIUM, at_least(0), used=False),
-    ConfigKey("max.connections.per.ip.overrides", STR, "", "Per-address limits as host:count "
-              "pairs; accepted, unused.", MEDIUM, used=False),
+    ConfigKey("max.connections", INT, INT_MAX, "Connections the broker accepts; at the limit it "
+              "stops accepting until one closes.", MEDIUM, at_least(0)),
+    ConfigKey("max.connections.per.ip", INT, INT_MAX, "Connections accepted from one address; "
+              "more are closed at once.", MEDIUM, at_least(0)),
+    ConfigKey("max.connections.per.ip.overrides", STR, "", "Per-address exceptions to "
+              "max.connections.per.ip, as host:count,host:count (host names or addresses).",
+              MEDIUM),
     ConfigKey("max.connection.creation.rate", INT, INT_MAX, "New connections per second; "
               "accepted, unused.", MEDIUM, at_least(0), used=False),
     # -- replication -----------------------------------------------------------------------
@@ -291,9 +297,9 @@ _KEYS: list[ConfigKey] = [
 
 #: Keys Kafka lets IncrementalAlterConfigs change on a BROKER resource and that moldau keeps
 #: changeable: the cluster-wide topic defaults (log.retention.ms, log.segment.bytes,
-#: message.max.bytes, ...) plus the thread and connection sizing keys Kafka treats as dynamic
-#: and its TLS/SASL keys (accepted, stored, unused; see :mod:`.security_keys` for their
-#: listener prefixes and per-broker rules). Everything else needs a restart, as in Kafka.
+#: message.max.bytes, ...), the connection limits, plus the thread sizing keys Kafka treats
+#: as dynamic and its TLS/SASL keys (accepted, stored, unused; see :mod:`.security_keys` for
+#: their listener prefixes and per-broker rules). Everything else needs a restart, as in Kafka.
 DYNAMIC_KEYS: frozenset[str] = TOPIC_DEFAULT_BROKER_KEYS | {
     "num.io.threads",
     "num.network.threads",

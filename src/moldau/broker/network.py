@@ -1,0 +1,154 @@
+"""What all client connections share: listening sockets, the accept loop and its limits.
+
+``Network`` owns the listening sockets and accepts connections itself (not through
+``loop.create_server``) so that it can stop accepting at ``max.connections``, as Kafka's
+acceptor does: new clients then wait in the listen backlog instead of being refused. It also
+holds what connections share so that each one stays cheap: the scratch buffer every socket is
+read into (see :mod:`.frame_reader`), the request memory pool (``queued.max.request.bytes``),
+the connection quotas and the idle-connection expiry (``connections.max.idle.ms``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import socket
+from functools import partial
+from typing import TYPE_CHECKING
+
+from .connection import KafkaConnection
+from .connection_quotas import ConnectionQuotas
+from .frame_reader import SCRATCH_BYTES
+from .idle_expiry import IdleExpiry
+from .memory_pool import MemoryPool
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+#: accept() failures that mean "out of descriptors or memory for now", not a broken socket.
+_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+#: Longest wait before retrying accept() after such a failure, if no connection closes first.
+_RESOURCE_RETRY_S = 1.0
+
+
+def client_address(addr: object) -> str:
+    """The client's IP from an accepted socket's peer address (IPv4-mapped IPv6 unwrapped)."""
+    ip = str(addr[0]) if isinstance(addr, tuple) and addr else ""
+    if ip.startswith("::ffff:") and "." in ip:
+        ip = ip[len("::ffff:"):]
+    return ip
+
+
+class Network:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        #: Every socket read goes here first (one read at a time on the loop's thread).
+        self.scratch = bytearray(SCRATCH_BYTES)
+        self.memory = MemoryPool(config.queued_max_request_bytes)
+        self.idle = IdleExpiry(config.connections_max_idle_ms)
+        self.quotas = ConnectionQuotas(lambda: broker.config)
+        self._sockets: list[socket.socket] = []
+        self._accepting: list[asyncio.Task[None]] = []
+        self._slot_freed = asyncio.Event()
+
+    # -- listening ---------------------------------------------------------------------------
+
+    def listen(self, host: str, port: int, backlog: int = 1024) -> None:
+        """Bind and listen on ``host:port`` ("" for all interfaces), as create_server does."""
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+        seen: set[tuple[int, object]] = set()
+        for family, type_, proto, _name, address in infos:
+            if (family, address) in seen:
+                continue
+            seen.add((family, address))
+            sock = socket.socket(family, type_, proto)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+                sock.listen(backlog)
+                sock.setblocking(False)
+            except OSError:
+                sock.close()
+                self.close_sockets()
+                raise
+            self._sockets.append(sock)
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._accepting = [loop.create_task(self._accept_loop(s)) for s in self._sockets]
+
+    def close_sockets(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
+
+    async def close(self) -> None:
+        """Stop accepting, then close every connection and wait for their workers."""
+        for task in self._accepting:
+            task.cancel()
+        await asyncio.gather(*self._accepting, return_exceptions=True)
+        self._accepting.clear()
+        self.close_sockets()
+        self.idle.stop()
+        conns = list(self.broker.connections)
+        await asyncio.gather(*(c.close("broker shutting down") for c in conns))
+
+    async def _accept_loop(self, listening: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self.quotas.at_max():
+                await self._wait_for_slot()
+            try:
+                sock, addr = await loop.sock_accept(listening)
+            except OSError as exc:
+                if exc.errno in _RESOURCE_ERRORS:
+                    log.warning("cannot accept connections: %s; retrying when a connection "
+                                "closes", exc)
+                    self._slot_freed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._slot_freed.wait(), _RESOURCE_RETRY_S)
+                    continue
+                if exc.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM):
+                    continue  # the client gave up before we accepted
+                raise
+            ip = client_address(addr)
+            if not self.quotas.admit(ip):
+                sock.close()
+                continue
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.connect_accepted_socket(partial(KafkaConnection, self, ip), sock)
+            except OSError as exc:
+                log.info("dropping connection from %s: %s", ip, exc)
+                self.quotas.release(ip)
+                sock.close()
+
+    async def _wait_for_slot(self) -> None:
+        limit = self.quotas.max_connections
+        log.info("max.connections (%d) reached: not accepting new connections until one "
+                 "closes", limit)
+        while self.quotas.at_max():
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+        log.info("accepting connections again (%d open)", self.quotas.total)
+
+    # -- connections report here -------------------------------------------------------------
+
+    def connection_opened(self, conn: KafkaConnection) -> None:
+        self.broker.connections.add(conn)
+        self.idle.touch(conn)
+
+    def connection_closed(self, conn: KafkaConnection) -> None:
+        self.broker.connections.discard(conn)
+        self.idle.forget(conn)
+        self.memory.cancel_wait(conn)
+        self.quotas.release(conn.client_ip)
+        self._slot_freed.set()
