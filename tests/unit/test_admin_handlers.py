@@ -180,6 +180,63 @@ def test_create_partitions_every_version(broker: Broker, version: int) -> None:
     assert broker.partition_log("grow", 2) is not None
 
 
+def test_oversized_requests_are_policy_violations(broker: Broker) -> None:
+    """More than 10,000 partitions in one request: Kafka refuses the whole request before
+    creating anything (the old broker created 4,996 and died at EMFILE)."""
+    def make_create(m: Any) -> Any:
+        return create_request(m, creatable(m, "huge", 10_000), creatable(m, "small", 1),
+                              creatable(m, "small", 1))
+
+    resp = call(broker, apis.CREATE_TOPICS, 7, admin_topics.handle_create_topics, make_create)
+    assert [(t.name, t.error_code, t.error_message) for t in resp.topics] == [
+        (name, ErrorCode.policy_violation, "Excessively large number of partitions per request.")
+        for name in ("huge", "small")]
+    assert broker.metadata.topics() == {}
+    assert not any((broker.config.log_dirs[0]).glob("huge-*"))
+
+    broker.create_topic("grow", 1, {})
+
+    def make_grow(m: Any) -> Any:
+        return build(m.CreatePartitionsRequest, timeout=SECOND, validate_only=False, topics=(
+            build(m.CreatePartitionsTopic, name="grow", count=10_002, assignments=None),))
+
+    resp = call(broker, apis.CREATE_PARTITIONS, 3, admin_topics.handle_create_partitions,
+                make_grow)
+    assert [(r.error_code, r.error_message) for r in resp.results] == [
+        (ErrorCode.policy_violation, "Unable to perform excessively large batch operation.")]
+    assert broker.metadata.topics()["grow"].partitions == 1
+
+
+def test_create_at_the_limit_then_delete(broker: Broker) -> None:
+    """Exactly 10,000 partitions per request are allowed; creation and deletion in several
+    batches of file work leave disk and metadata in agreement."""
+    def at_limit(m: Any) -> Any:
+        return create_request(m, creatable(m, "big", 9_999), creatable(m, "one", 1),
+                              validate_only=True)
+
+    resp = call(broker, apis.CREATE_TOPICS, 7, admin_topics.handle_create_topics, at_limit)
+    assert [t.error_code for t in resp.topics] == [ErrorCode.none, ErrorCode.none]
+
+    def make(m: Any) -> Any:
+        return create_request(m, creatable(m, "big", 1_200))
+
+    resp = call(broker, apis.CREATE_TOPICS, 7, admin_topics.handle_create_topics, make)
+    assert [t.error_code for t in resp.topics] == [ErrorCode.none]
+    data = broker.config.log_dirs[0]
+    assert len(list(data.glob("big-*"))) == 1_200
+    assert broker.partition_log("big", 1_199) is not None
+
+    def delete(m: Any) -> Any:
+        return build(m.DeleteTopicsRequest, topic_names=("big",), timeout=SECOND)
+
+    resp = call(broker, apis.DELETE_TOPICS, 5, admin_topics.handle_delete_topics, delete)
+    assert resp.responses[0].error_code == ErrorCode.none
+    assert "big" not in broker.metadata.topics()
+    assert broker.partition_log("big", 0) is None
+    # Renamed to big-<n>.<uuid>-delete before the answer; removed in the background.
+    assert [p.name for p in data.glob("big-*") if not p.name.endswith("-delete")] == []
+
+
 def describe(broker: Broker, version: int, *resources: tuple[int, str, tuple[str, ...] | None],
              synonyms: bool = True, documentation: bool = True) -> Any:
     def make(m: Any) -> Any:

@@ -49,9 +49,13 @@ def test_names_from_directory(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
     assert (plog.topic, plog.partition) == ("orders.v2-eu", 3)
     assert (plog.log_start_offset, plog.log_end_offset, plog.high_watermark) == (0, 0, 0)
+    # A new partition's segment gets its index files with its first data (fewer files to
+    # create when thousands of partitions are made at once).
+    assert [p.name for p in sorted(plog.directory.iterdir())] == ["00000000000000000000.log"]
+    plog.append(one(), leader_epoch=0, now_ms=NOW)
     assert [p.name for p in sorted(plog.directory.iterdir())] == [
         "00000000000000000000.index", "00000000000000000000.log",
-        "00000000000000000000.timeindex",
+        "00000000000000000000.timeindex", "leader-epoch-checkpoint",
     ]
 
 

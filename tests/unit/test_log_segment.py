@@ -46,10 +46,12 @@ def fill(segment: LogSegment, n: int = 30) -> list[tuple[int, int]]:
 
 def test_files_named_like_kafka(tmp_path: Path) -> None:
     seg = new_segment(tmp_path, 1234)
+    assert [p.name for p in tmp_path.iterdir()] == ["00000000000000001234.log"]
+    assert seg.size == 0 and seg.next_offset == 1234
+    append(seg, simple_batch(1))  # the index files come with the first data
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["00000000000000001234.index", "00000000000000001234.log",
                      "00000000000000001234.timeindex"]
-    assert seg.size == 0 and seg.next_offset == 1234
 
 
 def test_append_and_find(tmp_path: Path) -> None:

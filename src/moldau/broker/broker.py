@@ -9,13 +9,14 @@ frames and writes back what it returns. Everything runs on the one event loop th
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -45,6 +46,7 @@ from ..protocol.frames import (
     skip_tagged_fields,
 )
 from . import offload
+from . import partition_files
 from .buffer_pool import BufferPool
 from .error_responses import error_response
 from .errors import ApiError
@@ -112,6 +114,22 @@ class RequestContext:
 
 
 Handler = Callable[[Any, RequestContext], Awaitable[Any]]
+T = TypeVar("T")
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``, for log lines about many partitions."""
+    parts: list[str] = []
+    numbers = sorted(numbers)
+    start = prev = numbers[0]
+    for n in [*numbers[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(parts)
 
 
 def now_ms() -> int:
@@ -157,9 +175,18 @@ class Broker:
         self.dir_failures.add_listener(self._dir_offline)
         #: The request each connection task is handling, named by the loop-stall watchdog.
         self.running = RunningRequests()
+        #: Topics whose partitions are being created, deleted, or added to, off the loop.
+        self._creating: set[str] = set()
+        self._deleting: set[str] = set()
+        self._growing: set[str] = set()
+        self._topic_tasks: set[asyncio.Task[Any]] = set()
+        self._quiet_gc = partition_files.QuietGc()
         self._open_logs()
         self.groups = GroupService(self, now_ms())
         self.groups.load(now_ms())
+        # What start-up loaded (every partition log) lives as long as the broker: later full
+        # garbage collections need not walk it (see partition_files.QuietGc).
+        gc.freeze()
 
     def _dir_offline(self, log_dir: Path) -> None:
         for plog in self.logs.all_logs_in(log_dir):
@@ -172,20 +199,38 @@ class Broker:
     # -- topics ------------------------------------------------------------------------------
 
     def _open_logs(self) -> None:
-        """Make the partition logs on disk agree with the metadata store."""
+        """Make the partition logs on disk agree with the metadata store.
+
+        Partitions the metadata names but the disk lacks (a power loss, or a deletion that a
+        crash interrupted after renaming some directories) are created empty; partitions on
+        disk that the metadata does not name (a creation that a crash interrupted before the
+        metadata was written) are deleted, logged once per topic.
+        """
         for topic in self.metadata.topics().values():
             log_config = self.log_config(topic)
-            for partition in range(topic.partitions):
-                if self.logs.get(topic.name, partition) is None:
-                    self.logs.create(topic.name, partition, log_config, topic.topic_id)
-                else:
-                    self.logs.update_config(topic.name, log_config)
+            self.logs.update_config(topic.name, log_config)
+            have = self.logs.topic_logs(topic.name)
+            missing = [p for p in range(topic.partitions) if p not in have]
+            if missing:
+                if have:
+                    log.warning("creating %d missing partitions of %s (empty)", len(missing),
+                                topic.name)
+                self.logs.adopt(partition_files.make_partitions(
+                    topic.name, self.logs.place(topic.name, missing), log_config,
+                    topic.topic_id))
+            for plog in have.values():
+                if plog.topic_id != topic.topic_id:
+                    plog.set_topic_id(topic.topic_id)
         known = self.metadata.topics()
-        for plog in list(self.logs.all_logs()):
+        strays: dict[str, list[int]] = {}
+        for plog in self.logs.all_logs():
             owner = known.get(plog.topic)
             if owner is None or plog.partition >= owner.partitions:
-                log.warning("deleting %s-%d: not in the metadata", plog.topic, plog.partition)
-                self.logs.delete(plog.topic, plog.partition)
+                strays.setdefault(plog.topic, []).append(plog.partition)
+        for name, partitions in strays.items():
+            log.warning("deleting %d partitions of %s (%s): not in the metadata", len(partitions),
+                        name, _ranges(partitions))
+            self.logs.delete_all(name, partitions)
 
     def reload_log_configs(self) -> None:
         """Re-apply every topic's effective log config, after the broker config changed.
@@ -202,20 +247,14 @@ class Broker:
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get(topic, partition)
 
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: dict[str, str | None],
-        *,
-        validate_only: bool = False,
-    ) -> TopicMetadata:
-        """Create a topic or raise :class:`ApiError` with the code Kafka would send."""
+    def _check_new_topic(self, name: str, partitions: int, configs: dict[str, str | None]
+                         ) -> tuple[TopicMetadata, Any]:
+        """The topic to create and its log config, or :class:`ApiError` as Kafka would send."""
         validate_topic_name(name)
-        if name in self.metadata.topics():
+        if name in self.metadata.topics() or name in self._creating:
             raise ApiError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         key = collision_key(name)
-        for existing in self.metadata.topics():
+        for existing in (*self.metadata.topics(), *self._creating):
             if collision_key(existing) == key:
                 raise ApiError(
                     ErrorCode.invalid_topic_exception,
@@ -230,80 +269,284 @@ class Broker:
             log_config = self.log_config(topic)
         except ConfigError as exc:
             raise ApiError(ErrorCode.invalid_config, str(exc)) from exc
-        if validate_only:
-            return topic
-        # Logs first, metadata last: a failure (a full disk) removes the logs made so far,
-        # so the metadata never names a partition that does not exist.
-        self._create_logs(topic, range(partitions), log_config)
+        return topic, log_config
+
+    def _storage_error(self, what: str, topic: str, exc: OSError | StorageError) -> ApiError:
+        """KAFKA_STORAGE_ERROR for a failed file operation on a topic; an OSError goes to the
+        failure channel first (logged there; it may take a log dir offline)."""
+        if isinstance(exc, OSError):
+            exc = self.logs.io_failed(exc, f"topic {topic}")
+        return ApiError(ErrorCode.kafka_storage_error, f"Cannot {what} topic '{topic}': {exc}")
+
+    def _discard_made(self, made: list[tuple[PartitionLog, Path]]) -> None:
+        """Remove partitions made for a change the metadata store then refused."""
+        try:
+            partition_files.remove_renamed(
+                partition_files.rename_partitions([plog for plog, _ in made]))
+        except OSError as exc:  # a leftover directory is deleted at the next start
+            self.logs.io_failed(exc, "partitions of a failed change")
+
+    def _commit_topic(self, topic: TopicMetadata, made: list[tuple[PartitionLog, Path]]) -> None:
+        """The partitions exist on disk: write the metadata that names them, then adopt them.
+
+        If the metadata store refuses (a full disk), the new partitions are removed again.
+        """
         try:
             self.metadata.create_topic(topic)
         except StorageError as exc:
-            self._delete_logs(name, range(partitions))
-            raise ApiError(ErrorCode.kafka_storage_error, f"Cannot create topic '{name}': {exc}"
-                           ) from None
-        log.info("created topic %s with %d partitions", name, partitions)
+            self._discard_made(made)
+            raise self._storage_error("create", topic.name, exc) from None
+        self.logs.adopt(made)
+        self.logs.update_config(topic.name, self.log_config(topic))
+        log.info("created topic %s with %d partitions", topic.name, topic.partitions)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str | None],
+        *,
+        validate_only: bool = False,
+    ) -> TopicMetadata:
+        """Create a topic on the event loop (internal topics, auto-creation, tests).
+
+        Raises :class:`ApiError` with the code Kafka would send. Admin requests use
+        :meth:`create_topic_async`, which does the file work off the loop.
+        """
+        topic, log_config = self._check_new_topic(name, partitions, configs)
+        if validate_only:
+            return topic
+        try:
+            made = partition_files.make_partitions(
+                name, self.logs.place(name, range(partitions)), log_config, topic.topic_id)
+        except (OSError, StorageError) as exc:
+            raise self._storage_error("create", name, exc) from None
+        self._commit_topic(topic, made)
         return topic
 
-    def _create_logs(self, topic: TopicMetadata, partitions: range, log_config: Any) -> None:
-        """Create the logs of ``partitions``, all or none (KAFKA_STORAGE_ERROR)."""
-        for partition in partitions:
-            try:
-                self.logs.create(topic.name, partition, log_config, topic.topic_id)
-            except StorageError as exc:
-                self._delete_logs(topic.name, range(partitions.start, partition))
-                raise ApiError(ErrorCode.kafka_storage_error,
-                               f"Cannot create partitions of '{topic.name}': {exc}") from None
+    async def create_topic_async(
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str | None],
+        *,
+        validate_only: bool = False,
+    ) -> TopicMetadata:
+        """Create a topic, its partition files made on a worker thread, then the metadata.
 
-    def _delete_logs(self, name: str, partitions: range) -> None:
-        for partition in partitions:
-            self.logs.delete(name, partition)
+        The name is reserved meanwhile (auto-creation and other requests see it as being
+        created). The work runs as a task of its own, so a client that disconnects does not
+        cut it short half-way.
+        """
+        topic, log_config = self._check_new_topic(name, partitions, configs)
+        if validate_only:
+            return topic
+        try:
+            placed = self.logs.place(name, range(partitions))
+        except StorageError as exc:
+            raise self._storage_error("create", name, exc) from None
+        self._creating.add(name)
+
+        async def work() -> TopicMetadata:
+            with self._quiet_gc:
+                try:
+                    made = await asyncio.to_thread(partition_files.make_partitions, name,
+                                                   placed, log_config, topic.topic_id)
+                except OSError as exc:
+                    raise self._storage_error("create", name, exc) from None
+                finally:
+                    self._creating.discard(name)
+                self._commit_topic(topic, made)
+            return topic
+
+        return await self._run_to_completion(work())
+
+    async def _run_to_completion(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` as its own task and wait for it; cancelling the waiter leaves it running."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._track(task)
+        return await asyncio.shield(task)
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
+        """Keep a reference to a background task until it ends, and log an unexpected error."""
+        self._topic_tasks.add(task)
+        task.add_done_callback(self._topic_task_done)
+
+    def _topic_task_done(self, task: asyncio.Task[Any]) -> None:
+        self._topic_tasks.discard(task)
+        if not task.cancelled() and isinstance(task.exception(), Exception):
+            exc = task.exception()
+            if not isinstance(exc, ApiError):
+                log.error("topic operation failed: %r", exc)
 
     def ensure_topic(self, name: str) -> TopicMetadata | None:
-        """Auto-create ``name`` when ``auto.create.topics.enable`` allows; None otherwise."""
+        """Auto-create ``name`` when ``auto.create.topics.enable`` allows; None otherwise.
+
+        A topic still being created answers LEADER_NOT_AVAILABLE, as Kafka does while a new
+        topic has no leader yet; clients retry.
+        """
         topic = self.metadata.topic(name)
-        if topic is not None or not self.config.auto_create_topics_enable:
+        if topic is not None:
             return topic
-        if name in INTERNAL_TOPICS:
+        if name in self._creating:
+            raise ApiError(ErrorCode.leader_not_available,
+                           f"Topic '{name}' is being created.")
+        if not self.config.auto_create_topics_enable or name in INTERNAL_TOPICS:
             return None
         return self.create_topic(name, self.config.num_partitions, {})
 
     def delete_topic(self, name: str) -> None:
-        topic = self.metadata.topic(name)
-        if topic is None:
-            raise ApiError(ErrorCode.unknown_topic_or_partition,
-                           f"Topic '{name}' does not exist.")
+        """Delete a topic on the event loop (tests); admin requests use the async form."""
+        topic = self._topic_to_delete(name)
+        detached = self._detach_partitions(name, range(topic.partitions))
         try:
-            self.metadata.delete_topic(name)
-        except StorageError as exc:
-            raise ApiError(ErrorCode.kafka_storage_error, str(exc)) from None
-        for partition in range(topic.partitions):
-            self.logs.delete(name, partition)
-            self.purgatory.wake_all((name, partition))
-        if name != OFFSETS_TOPIC:
-            self.groups.topic_deleted(name, now_ms())
-        log.info("deleted topic %s", name)
+            renamed = partition_files.rename_partitions(detached)
+        except OSError as exc:
+            self._reattach(name, detached)
+            raise self._storage_error("delete", name, exc) from None
+        self._forget_topic(topic, renamed)
+        partition_files.remove_renamed(renamed)
 
-    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+    async def delete_topic_async(self, name: str) -> None:
+        """Delete a topic: rename its partition directories on a worker thread (so a crash
+        leaves directories the next start removes, and the metadata still names the topic
+        until they are all renamed), then forget it in the metadata, then remove the files
+        in the background."""
+        topic = self._topic_to_delete(name)
+
+        async def work() -> None:
+            detached: list[PartitionLog] = []
+            for start in range(0, topic.partitions, partition_files.FILE_BATCH):
+                # In slices: detaching 10,000 logs at once holds the loop for ~50 ms.
+                end = min(start + partition_files.FILE_BATCH, topic.partitions)
+                detached += self._detach_partitions(name, range(start, end))
+                await asyncio.sleep(0)
+            try:
+                with self._quiet_gc:
+                    renamed = await asyncio.to_thread(partition_files.rename_partitions,
+                                                      detached)
+            except OSError as exc:
+                self._reattach(name, detached)
+                raise self._storage_error("delete", name, exc) from None
+            detached.clear()
+            self._forget_topic(topic, renamed)
+            # The answer need not wait for the removal; a crash leaves -delete directories
+            # that the next start removes.
+            self._track(asyncio.get_running_loop().create_task(
+                asyncio.to_thread(partition_files.remove_renamed, renamed)))
+
+        await self._run_to_completion(work())
+
+    def _topic_to_delete(self, name: str) -> TopicMetadata:
+        """The topic, now marked as being deleted; UNKNOWN_TOPIC_OR_PARTITION if none."""
         topic = self.metadata.topic(name)
-        if topic is None:
+        if topic is None or name in self._deleting:
             raise ApiError(ErrorCode.unknown_topic_or_partition,
                            f"Topic '{name}' does not exist.")
+        self._deleting.add(name)
+        return topic
+
+    def _detach_partitions(self, name: str, partitions: range) -> list[PartitionLog]:
+        """Stop serving these partitions (fetches waiting on them are answered)."""
+        detached = self.logs.detach(name, partitions)
+        for partition in partitions:
+            self.purgatory.wake_all((name, partition))
+        return detached
+
+    def _reattach(self, name: str, detached: list[PartitionLog]) -> None:
+        """A deletion failed before the metadata forgot the topic: serve it again."""
+        self.logs.adopt([(plog, plog.directory.parent) for plog in detached])
+        self._deleting.discard(name)
+
+    def _forget_topic(self, topic: TopicMetadata, renamed: partition_files.Renamed) -> None:
+        """Every partition is renamed for deletion: forget the topic in the metadata.
+
+        If the metadata store refuses (a full disk), the directories are renamed back and
+        the topic keeps being served, so disk and metadata still agree.
+        """
+        try:
+            self.metadata.delete_topic(topic.name)
+        except StorageError as exc:
+            partition_files.restore_renamed(renamed)
+            self._reattach(topic.name, [plog for plog, _ in renamed])
+            raise self._storage_error("delete", topic.name, exc) from None
+        finally:
+            self._deleting.discard(topic.name)
+        if topic.name != OFFSETS_TOPIC:
+            self.groups.topic_deleted(topic.name, now_ms())
+        log.info("deleted topic %s", topic.name)
+
+    def _check_growth(self, name: str, count: int) -> TopicMetadata:
+        topic = self.metadata.topic(name)
+        if topic is None or name in self._deleting:
+            raise ApiError(ErrorCode.unknown_topic_or_partition,
+                           f"Topic '{name}' does not exist.")
+        if name in self._growing:
+            raise ApiError(ErrorCode.invalid_partitions,
+                           f"Topic '{name}' is already getting new partitions.")
         if count <= topic.partitions:
             raise ApiError(
                 ErrorCode.invalid_partitions,
                 f"Topic currently has {topic.partitions} partitions, which is higher than or "
                 f"equal to the requested {count}.",
             )
-        if validate_only:
-            return
-        log_config = self.log_config(topic)
-        added = range(topic.partitions, count)
-        self._create_logs(topic, added, log_config)
+        return topic
+
+    def _commit_growth(self, topic: TopicMetadata, count: int,
+                       made: list[tuple[PartitionLog, Path]]) -> None:
+        """The new partitions exist on disk: name them in the metadata, then serve them."""
+        name = topic.name
+        if self.metadata.topic(name) is not topic or name in self._deleting:
+            # Deleted meanwhile: the new partitions belong to nobody.
+            self._discard_made(made)
+            raise ApiError(ErrorCode.unknown_topic_or_partition,
+                           f"Topic '{name}' does not exist.")
         try:
             self.metadata.set_partitions(name, count)
         except StorageError as exc:
-            self._delete_logs(name, added)
-            raise ApiError(ErrorCode.kafka_storage_error, str(exc)) from None
+            self._discard_made(made)
+            raise self._storage_error("grow", name, exc) from None
+        self.logs.adopt(made)
+        log.info("topic %s now has %d partitions", name, count)
+
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        """Grow a topic on the event loop (tests); admin requests use the async form."""
+        topic = self._check_growth(name, count)
+        if validate_only:
+            return
+        try:
+            placed = self.logs.place(name, range(topic.partitions, count))
+            made = partition_files.make_partitions(name, placed, self.log_config(topic),
+                                                   topic.topic_id)
+        except (OSError, StorageError) as exc:
+            raise self._storage_error("grow", name, exc) from None
+        self._commit_growth(topic, count, made)
+
+    async def add_partitions_async(self, name: str, count: int, *,
+                                   validate_only: bool = False) -> None:
+        """Grow a topic: new partition files on a worker thread, then the metadata."""
+        topic = self._check_growth(name, count)
+        if validate_only:
+            return
+        try:
+            placed = self.logs.place(name, range(topic.partitions, count))
+        except StorageError as exc:
+            raise self._storage_error("grow", name, exc) from None
+        self._growing.add(name)
+
+        async def work() -> None:
+            try:
+                with self._quiet_gc:
+                    made = await asyncio.to_thread(partition_files.make_partitions, name,
+                                                   placed, self.log_config(topic),
+                                                   topic.topic_id)
+            except OSError as exc:
+                raise self._storage_error("grow", name, exc) from None
+            finally:
+                self._growing.discard(name)
+            self._commit_growth(topic, count, made)
+
+        await self._run_to_completion(work())
 
     def set_topic_configs(self, name: str, configs: dict[str, str | None],
                           *, validate_only: bool = False) -> None:
@@ -452,6 +695,10 @@ class Broker:
         self.logs.flush_due(now_ms())
 
     async def stop_background(self) -> None:
+        if self._topic_tasks:
+            # Topic creations and deletions under way finish (their files are half made or
+            # half removed otherwise); whatever still runs after this is fixed at next start.
+            await asyncio.wait(set(self._topic_tasks), timeout=30)
         await self.groups.stop()
         for task in self._tasks:
             task.cancel()

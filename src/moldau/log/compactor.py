@@ -257,6 +257,7 @@ def write_cleaned_group(
         segment_index_bytes=config.segment_index_bytes,
         now_ms=now_ms,
         file_suffix=CLEANED_SUFFIX,
+        files=None,  # written on this thread; the loop adopts it (PartitionLog.replace_segments)
     )
     changed = len(group) > 1
     out = bytearray()

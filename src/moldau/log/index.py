@@ -14,17 +14,19 @@ arrays (binary search via :mod:`bisect`) and each new entry is appended to the f
 file there is nothing to overflow, so an append that carries several batches may go a few
 entries past it before the segment rolls.
 
-File descriptors are opened lazily and released by :meth:`close_file` once a segment stops
-being active, so a partition with many old segments does not hold index fds open.
+File descriptors are opened lazily (only to write) and released by :meth:`close_file` once a
+segment stops being active or the cache of open segments evicts it (:mod:`open_files`), so
+partitions that are not written to hold no index fds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .fileio import write_all
@@ -34,21 +36,32 @@ _TIME_ENTRY = struct.Struct(">qi")
 
 
 class _IndexFile:
-    """The append-only file behind an index: lazy fd, truncation, fsync, unlink."""
+    """The append-only file behind an index: lazy fd, truncation, fsync, unlink.
 
-    def __init__(self, path: Path) -> None:
+    ``on_open`` is called whenever a descriptor is opened, so the owning segment can register
+    with the cache that bounds open descriptors (:mod:`open_files`).
+    """
+
+    def __init__(self, path: Path, on_open: Callable[[], None] | None = None) -> None:
         self.path = path
         self._fd: int | None = None
         self._dirty = False
+        self.on_open = on_open
 
     def _open(self) -> int:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            if self.on_open is not None:
+                self.on_open()
         return self._fd
 
     def create(self) -> None:
-        """Make sure the file exists (empty) so a later open can tell 'no entries' from 'lost'."""
-        self._open()
+        """Make sure the file exists (empty) so a later open can tell 'no entries' from 'lost'.
+
+        No descriptor stays open: a new partition may never be written to.
+        """
+        if self._fd is None:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
 
     def write(self, data: bytes, size_before: int) -> None:
         """Append ``data``; on failure (a full disk) cut the file back to ``size_before``."""
@@ -88,9 +101,11 @@ class _IndexFile:
         self.path.unlink(missing_ok=True)
 
     def rename(self, path: Path) -> None:
-        """Move the file to ``path`` (the cleaner's ``.cleaned`` -> ``.swap`` -> final)."""
+        """Move the file to ``path`` (the cleaner's ``.cleaned`` -> ``.swap`` -> final);
+        a file never made (an empty segment's) just takes the new name."""
         self.close()
-        os.rename(self.path, path)
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self.path, path)
         self.path = path
 
 
@@ -104,10 +119,11 @@ class _SparseIndex:
     _ENTRY: struct.Struct
     _TYPECODES: tuple[str, str]
 
-    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+    def __init__(self, path: Path, base_offset: int, max_entries: int,
+                 on_open: Callable[[], None] | None = None) -> None:
         self.base_offset = base_offset
         self.max_entries = max(1, max_entries)
-        self._file = _IndexFile(path)
+        self._file = _IndexFile(path, on_open)
         self._first, self._second = self._empty_columns()
 
     def _empty_columns(self) -> tuple[array[int], array[int]]:
@@ -140,6 +156,22 @@ class _SparseIndex:
 
     def create(self) -> None:
         self._file.create()
+
+    def set_on_open(self, on_open: Callable[[], None] | None) -> None:
+        self._file.on_open = on_open
+
+    def reset(self) -> None:
+        """No entries, without touching the file (an empty segment: see :meth:`start_file`)."""
+        self._first, self._second = self._empty_columns()
+
+    def start_file(self) -> None:
+        """Make the file exist and match the entries, before a new segment's first append.
+
+        Needed because a new segment's index files are only made with its first data (and a
+        file left from before must not keep stale entries).
+        """
+        if not self._first:
+            self._file.truncate(0)
 
     def _append_entry(self, first: int, second: int) -> None:
         # File first: a failed write (full disk) leaves memory and file as they were.

@@ -9,6 +9,7 @@ recovery where the last shutdown was not clean.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import shutil
 import time
@@ -30,6 +31,7 @@ from .dir_failures import LogDirFailures
 from .errors import LogDirOfflineError, LogError, StorageError
 from .metadata_files import META_PROPERTIES, ensure_meta_properties, random_id, read_properties
 from .names import parse_partition_dir, partition_dir_name, renamed_dir_kind
+from .open_files import SEGMENT_FILES, default_capacity
 from .partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
+#: errnos of partition file work that say nothing about a log dir's health.
+_NOT_DIR_FAILURES = frozenset({errno.ENAMETOOLONG, errno.EMFILE, errno.ENFILE, errno.EEXIST})
 
 
 def _now_ms() -> int:
@@ -60,6 +64,7 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         now_ms: int | None = None,
         failures: LogDirFailures | None = None,
+        max_open_segments: int | None = None,
     ) -> None:
         """Open ``log_dirs`` for node ``node_id`` and load their partitions.
 
@@ -68,6 +73,8 @@ class LogManager:
         ``topic_configs[topic]`` or ``default_config``; the broker may refine them later with
         :meth:`update_config`. I/O errors are reported to ``failures`` (the broker shares its
         one with the metadata store); a dir it takes offline takes its logs with it.
+        ``max_open_segments`` bounds the segments holding descriptors (default: from
+        RLIMIT_NOFILE, see :mod:`open_files`).
         """
         if not log_dirs:
             raise LogError("at least one log dir is needed")
@@ -75,8 +82,13 @@ class LogManager:
         self.node_id = node_id
         self.default_config = default_config or LogConfig()
         self._topic_configs = dict(topic_configs or {})
+        SEGMENT_FILES.set_capacity(max_open_segments or default_capacity())
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        #: Partition numbers -> log, per topic, so per-topic work never scans every log.
+        self._by_topic: dict[str, dict[int, PartitionLog]] = {}
+        #: Partitions per log dir, kept up to date so placing a new one costs O(dirs).
+        self._counts: dict[Path, int] = {d: 0 for d in self.log_dirs}
         self._closed = False
         self.failures = failures or LogDirFailures()
         self.failures.add_listener(self._dir_offline)
@@ -133,7 +145,7 @@ class LogManager:
             if not announced:
                 log.info("%s: no clean shutdown marker, recovering unflushed segments", log_dir)
                 announced = True
-            self._add(tp, log_dir, PartitionLog.open(
+            self._add(PartitionLog.open(
                 path,
                 self._config_for(tp[0]),
                 recovery_points.get(tp, 0),
@@ -141,15 +153,10 @@ class LogManager:
                 now_ms,
                 log_start_offset=start_offsets.get(tp, 0),
                 high_watermark=high_watermarks.get(tp),
-            ))
+            ), log_dir)
         if clean:
             marker.unlink()
             fsync_dir(log_dir)
-
-    def _add(self, tp: TopicPartition, log_dir: Path, plog: PartitionLog) -> None:
-        plog.failures = self.failures
-        self._logs[tp] = plog
-        self._dir_of[tp] = log_dir
 
     # -- storage faults -------------------------------------------------------------------
 
@@ -180,6 +187,87 @@ class LogManager:
         """Every log in an online dir: what background work may touch."""
         return [plog for plog in self._logs.values() if not plog.offline]
 
+    def topic_logs(self, topic: str) -> dict[int, PartitionLog]:
+        """The loaded partitions of ``topic`` by number (a copy)."""
+        return dict(self._by_topic.get(topic, {}))
+
+    def _add(self, plog: PartitionLog, log_dir: Path) -> None:
+        plog.failures = self.failures
+        tp = (plog.topic, plog.partition)
+        self._logs[tp] = plog
+        self._dir_of[tp] = log_dir
+        self._by_topic.setdefault(plog.topic, {})[plog.partition] = plog
+        self._counts[log_dir] += 1
+
+    def _remove(self, topic: str, partition: int) -> PartitionLog | None:
+        plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            return None
+        self._counts[self._dir_of.pop((topic, partition))] -= 1
+        by_number = self._by_topic[topic]
+        del by_number[partition]
+        if not by_number:
+            del self._by_topic[topic]
+        return plog
+
+    # Creating many partitions is split in three so that the broker can keep its event loop
+    # free: place (owner thread), make (any thread, the file work), adopt (owner thread).
+
+    def place(self, topic: str, partitions: Sequence[int]) -> list[tuple[int, Path]]:
+        """Choose a log dir for each new partition: the online dirs with the fewest partitions.
+
+        Raises LogDirOfflineError when every dir is offline.
+        """
+        online = self.online_dirs()
+        if not online:
+            raise LogDirOfflineError("every log dir is offline")
+        counts = dict(self._counts)
+        placed = []
+        for partition in partitions:
+            log_dir = min(online, key=lambda d: counts[d])
+            counts[log_dir] += 1
+            placed.append((partition, log_dir))
+        return placed
+
+    @staticmethod
+    def make(
+        topic: str,
+        placed: Sequence[tuple[int, Path]],
+        config: LogConfig,
+        topic_id: uuid.UUID | None = None,
+        now_ms: int | None = None,
+    ) -> list[tuple[PartitionLog, Path]]:
+        """Create the directories and empty logs of ``placed`` partitions; touches no state.
+
+        Safe on any thread. No fsync per partition: one fsync per log dir at the end makes
+        the new directory entries durable; the files inside a new partition are empty or
+        rebuilt at start-up (segments, ``partition.metadata``) if a power loss takes them.
+        On an error the partitions made so far are removed again and the error raised.
+        """
+        made: list[tuple[PartitionLog, Path]] = []
+        try:
+            for partition, log_dir in placed:
+                path = log_dir / partition_dir_name(topic, partition)
+                if path.exists():  # never adopt a stranger's files as a new partition
+                    raise FileExistsError(errno.EEXIST, "partition directory exists", str(path))
+                plog = PartitionLog.open(path, config, now_ms=now_ms)
+                made.append((plog, log_dir))
+                if topic_id is not None:
+                    plog.set_topic_id(topic_id, sync=False)
+            for log_dir in {d for _, d in placed}:
+                fsync_dir(log_dir)
+        except BaseException:
+            LogManager.remove_renamed(LogManager.rename_for_deletion([p for p, _ in made]))
+            raise
+        return made
+
+    def adopt(self, made: Sequence[tuple[PartitionLog, Path]]) -> None:
+        """Register logs from :meth:`make` (owner thread); existing partitions are kept."""
+        for plog, log_dir in made:
+            if (plog.topic, plog.partition) in self._logs:
+                raise LogError(f"partition {plog.topic}-{plog.partition} already exists")
+            self._add(plog, log_dir)
+
     def create(
         self,
         topic: str,
@@ -197,28 +285,14 @@ class LogManager:
         tp = (topic, partition)
         plog = self._logs.get(tp)
         if plog is None:
-            online = self.online_dirs()
-            if not online:
-                raise LogDirOfflineError("every log dir is offline")
-            counts = {d: 0 for d in online}
-            for d in self._dir_of.values():
-                if d in counts:
-                    counts[d] += 1
-            log_dir = min(online, key=lambda d: counts[d])
-            path = log_dir / partition_dir_name(topic, partition)
+            placed = self.place(topic, [partition])
             try:
-                plog = PartitionLog.open(path, config, now_ms=now_ms)
-                if topic_id is not None:
-                    plog.set_topic_id(topic_id)
-                fsync_dir(log_dir)
+                made = self.make(topic, placed, config, topic_id, now_ms)
             except OSError as exc:
-                if plog is not None:
-                    plog.close()
-                shutil.rmtree(path, ignore_errors=True)
-                raise self.failures.io_failed(log_dir, f"{topic}-{partition}", exc) from None
-            self.failures.io_succeeded(plog.name)
-            self._add(tp, log_dir, plog)
-            return plog
+                raise self.io_failed(exc, f"{topic}-{partition}") from None
+            self.failures.io_succeeded(f"{topic}-{partition}")
+            self.adopt(made)
+            return made[0][0]
         plog.update_config(config)
         if topic_id is not None:
             try:
@@ -227,27 +301,93 @@ class LogManager:
                 raise self.failures.io_failed(self._dir_of[tp], plog.name, exc) from None
         return plog
 
-    def delete(self, topic: str, partition: int) -> bool:
-        """Delete the partition's log and directory; False if there was none."""
-        plog = self._logs.pop((topic, partition), None)
-        log_dir = self._dir_of.pop((topic, partition), None)
-        if plog is None or log_dir is None:
-            return False
-        if plog.offline:
-            return True  # its files go at the next start: they are not in the metadata then
+    # Deleting likewise: detach (owner thread), rename (any thread), remove (any thread).
+
+    def detach(self, topic: str, partitions: Sequence[int]) -> list[PartitionLog]:
+        """Forget the logs of ``partitions`` of ``topic`` and hand them over for deletion.
+
+        Their segments leave the cache of open segments, so the thread that renames and
+        removes them is the only one to touch their files from now on.
+        """
+        detached = []
+        for partition in partitions:
+            plog = self._remove(topic, partition)
+            if plog is not None:
+                plog.untrack_files()
+                detached.append(plog)
+        return detached
+
+    @staticmethod
+    def rename_for_deletion(logs: Sequence[PartitionLog]) -> list[Path]:
+        """Rename each log's directory to its ``-delete`` name, then fsync each parent once.
+
+        Safe on any thread for detached logs. If a rename fails, those already renamed are
+        put back and the error raised, so the caller can keep the topic as it was.
+        """
+        renamed: list[tuple[PartitionLog, Path]] = []
         try:
-            plog.delete()
+            for plog in logs:
+                renamed.append((plog, plog.rename_for_deletion()))
+        except BaseException:
+            for plog, path in reversed(renamed):
+                try:
+                    plog.undo_rename_for_deletion(path)
+                except OSError as exc:
+                    log.error("cannot rename %s back after a failed deletion: %s", path, exc)
+            raise
+        for parent in {path.parent for _, path in renamed}:
+            fsync_dir(parent)
+        return [path for _, path in renamed]
+
+    def io_failed(self, exc: OSError, subject: str) -> StorageError:
+        """Report an OSError of partition file work to the failure channel (which takes the
+        dir offline unless the disk is merely full); the error to raise instead.
+
+        The dir is found from the failing path. Errors that say nothing about the dir's
+        health (a name too long for the file system, too many open files) are not reported
+        as dir failures.
+        """
+        path = Path(exc.filename) if isinstance(exc.filename, str | Path) else None
+        log_dir = next((d for d in self.log_dirs if path is not None and d in path.parents),
+                       self.log_dirs[0])
+        if exc.errno in _NOT_DIR_FAILURES:
+            return StorageError(f"{subject}: {exc.strerror or exc}")
+        return self.failures.io_failed(log_dir, subject, exc)
+
+    def _delete_detached(self, detached: Sequence[PartitionLog]) -> None:
+        """Rename and remove detached logs now; offline ones are left for the next start."""
+        online = [plog for plog in detached if not plog.offline]
+        try:
+            self.remove_renamed(self.rename_for_deletion(online))
         except OSError as exc:
             # Logged by the failure channel; a leftover dir is deleted at the next start.
-            self.failures.io_failed(log_dir, plog.name, exc)
+            self.io_failed(exc, online[0].name if online else "partitions")
+
+    @staticmethod
+    def remove_renamed(paths: Sequence[Path]) -> None:
+        """Remove directories renamed for deletion (a leftover is removed at the next start)."""
+        for path in paths:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Delete the partition's log and directory now; False if there was none."""
+        detached = self.detach(topic, [partition])
+        if not detached:
+            return False
+        self._delete_detached(detached)
         return True
+
+    def delete_all(self, topic: str, partitions: Sequence[int]) -> int:
+        """Delete several partitions of ``topic`` now (one fsync per log dir); return how many."""
+        detached = self.detach(topic, partitions)
+        self._delete_detached(detached)
+        return len(detached)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Give every partition of ``topic`` (and partitions loaded later) ``config``."""
         self._topic_configs[topic] = config
-        for (name, _), plog in self._logs.items():
-            if name == topic:
-                plog.update_config(config)
+        for plog in self._by_topic.get(topic, {}).values():
+            plog.update_config(config)
 
     # -- periodic work --------------------------------------------------------------------
 

@@ -7,12 +7,14 @@ printed the Kafka way: URL-safe base64 of the 16 bytes without padding (22 chara
 from __future__ import annotations
 
 import base64
+import os
 import time
 import uuid
 from pathlib import Path
 
 from .checkpoint import write_atomically
 from .errors import LogError
+from .fileio import write_all
 
 PARTITION_METADATA = "partition.metadata"
 META_PROPERTIES = "meta.properties"
@@ -36,9 +38,19 @@ def random_id() -> str:
     return uuid_to_text(uuid.uuid4())
 
 
-def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
-    text = f"version: 0\ntopic_id: {uuid_to_text(topic_id)}\n"
-    write_atomically(directory / PARTITION_METADATA, text.encode())
+def write_partition_metadata(directory: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+    """Write ``partition.metadata`` atomically and durably, or (``sync=False``, for a new
+    partition) with one plain write: a torn file is reported and rewritten at the next start
+    (:func:`read_partition_metadata` raises, the log rewrites it)."""
+    data = f"version: 0\ntopic_id: {uuid_to_text(topic_id)}\n".encode()
+    if sync:
+        write_atomically(directory / PARTITION_METADATA, data)
+        return
+    fd = os.open(directory / PARTITION_METADATA, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, (data,))
+    finally:
+        os.close(fd)
 
 
 def read_partition_metadata(directory: Path) -> uuid.UUID | None:

@@ -12,6 +12,8 @@ import re
 import uuid
 
 MAX_TOPIC_LENGTH = 249
+#: Longest file name most file systems accept (ext4, xfs: NAME_MAX); topic names are ASCII.
+MAX_FILE_NAME_BYTES = 255
 #: The KRaft metadata log's directory name pattern; not a data partition.
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
@@ -53,5 +55,12 @@ def renamed_dir_kind(name: str) -> str | None:
 
 
 def delete_dir_name(topic: str, partition: int) -> str:
-    """The name a partition directory gets just before it is removed."""
-    return f"{topic}-{partition}.{uuid.uuid4().hex}-delete"
+    """The name a partition directory gets just before it is removed.
+
+    As Kafka's ``logDeleteDirName``, the topic part is cut so that the whole name fits in
+    :data:`MAX_FILE_NAME_BYTES`: a legal 249-character topic plus ``-<partition>.<32 hex>-delete``
+    would otherwise exceed what the file system accepts (ENAMETOOLONG). Nothing reads the
+    topic back from such a name; it only has to be unique and recognisable.
+    """
+    suffix = f"-{partition}.{uuid.uuid4().hex}-delete"
+    return topic[: max(0, MAX_FILE_NAME_BYTES - len(suffix))] + suffix

@@ -118,6 +118,8 @@ class PartitionLog:
         #: True once the log dir failed: every operation raises LogDirOfflineError.
         self.offline = False
         self._write_failing = False
+        #: Set once the directory was renamed for deletion: the cleaner must not swap in.
+        self._deleted = False
 
     # -- opening --------------------------------------------------------------------------
 
@@ -297,10 +299,13 @@ class PartitionLog:
     def topic_id(self) -> uuid.UUID | None:
         return self._topic_id
 
-    def set_topic_id(self, topic_id: uuid.UUID) -> None:
-        """Record the topic id in ``partition.metadata`` (written only when it changes)."""
+    def set_topic_id(self, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+        """Record the topic id in ``partition.metadata`` (written only when it changes).
+
+        ``sync=False`` for a new partition: a lost file is rewritten at the next start.
+        """
         if topic_id != self._topic_id:
-            write_partition_metadata(self.directory, topic_id)
+            write_partition_metadata(self.directory, topic_id, sync=sync)
             self._topic_id = topic_id
 
     @property
@@ -625,7 +630,10 @@ class PartitionLog:
         if last >= len(segments) or any(a is not b for a, b in zip(segments[first:last], old,
                                                                       strict=True)):
             return False
+        if self._deleted:
+            return False
         commit_cleaned_segment(cleaned, old)
+        cleaned.track_files()
         segments[first:last] = [cleaned]
         self._bases[first:last] = [cleaned.base_offset]
         self._dir_dirty = True
@@ -771,15 +779,38 @@ class PartitionLog:
                 with contextlib.suppress(OSError):
                     segment.close()
 
-    def delete(self) -> None:
-        """Remove the partition: rename the directory to ``*-delete`` as Kafka does, then rm.
+    def untrack_files(self) -> None:
+        """Take the segments out of the cache of open segments, on the owner thread, so that
+        another thread may then rename and remove them (:meth:`rename_for_deletion`)."""
+        for segment in self._segments:
+            segment.untrack_files()
+
+    def rename_for_deletion(self) -> Path:
+        """Close the segments and rename the directory to its ``-delete`` name (no fsync).
 
         The rename is atomic, so a crash mid-removal leaves a ``-delete`` directory that the
-        next start deletes instead of a half-removed partition that would load.
+        next start deletes instead of a half-removed partition that would load. The caller
+        fsyncs the parent directory once for a whole batch of partitions, then removes the
+        renamed directory. The name is shortened for long topic names (see
+        :func:`~moldau.log.names.delete_dir_name`).
         """
         for segment in self._segments:
             segment.close()
         target = self.directory.with_name(delete_dir_name(self.topic, self.partition))
         os.rename(self.directory, target)
+        self._deleted = True
+        return target
+
+    def undo_rename_for_deletion(self, renamed: Path) -> None:
+        """Put a directory renamed by :meth:`rename_for_deletion` back (a failed deletion);
+        the segments reopen their files on next use."""
+        os.rename(renamed, self.directory)
+        self._deleted = False
+        for segment in self._segments:
+            segment.reopen()
+
+    def delete(self) -> None:
+        """Remove the partition now: rename to ``*-delete``, fsync the parent, then rm."""
+        target = self.rename_for_deletion()
         fsync_dir(target.parent)
         shutil.rmtree(target, ignore_errors=True)

@@ -9,15 +9,16 @@ The segment keeps in memory what reads and rolls need without touching the disk:
 the next offset, the largest timestamp seen (and the last offset of the batch that carried
 it, as Kafka's time index does), and the timestamp used for ``segment.ms`` rolling.
 
-Descriptors: the read handle stays open for the segment's life (see :mod:`file_slice` for why
-it may outlive it); the write descriptor and the index descriptors are opened lazily and
-released by :meth:`LogSegment.seal` when the segment stops being active, so old segments
-cost one descriptor each.
+Descriptors: none is open while the segment is idle. The read handle, the write descriptor
+and the index descriptors are opened on first use, and the segment then registers with the
+process-wide cache of open segments (:mod:`open_files`), which makes the least recently used
+segments release theirs beyond a bound; :meth:`LogSegment.seal` releases the write and index
+descriptors when the segment stops being active. A released read handle stays alive as long
+as a :class:`FileSlice` handed out earlier still uses it (see :mod:`file_slice`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -28,6 +29,7 @@ from .errors import CorruptRecordError, LogError
 from .file_slice import FileSlice, ReadHandle
 from .fileio import Chunk, write_all
 from .index import OffsetIndex, TimeIndex
+from .open_files import SEGMENT_FILES, OpenSegments
 from .records import iter_record_offsets_and_timestamps
 
 log = logging.getLogger(__name__)
@@ -60,11 +62,16 @@ class LogSegment:
         created_ms: int,
         roll_jitter_ms: int = 0,
         file_suffix: str = "",
+        files: OpenSegments | None = SEGMENT_FILES,
     ) -> None:
         """Bind to the files; use :meth:`create` or :meth:`open` rather than calling this.
 
         ``file_suffix`` is appended to every file name (the cleaner writes ``.cleaned``).
+        ``files`` is the cache that bounds open descriptors; None for a segment written on
+        another thread, whose descriptors stay open until :meth:`close` or
+        :meth:`track_files`.
         """
+        self._files = files
         self.directory = directory
         self.base_offset = base_offset
         self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
@@ -73,11 +80,13 @@ class LogSegment:
             directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
             base_offset,
             segment_index_bytes // OffsetIndex.ENTRY_SIZE,
+            self._touch,
         )
         self.time_index = TimeIndex(
             directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             segment_index_bytes // TimeIndex.ENTRY_SIZE,
+            self._touch,
         )
         #: When the segment object was made; the roll clock when no batch carries a timestamp.
         self.created_ms = created_ms
@@ -96,6 +105,7 @@ class LogSegment:
         self._bytes_since_index = 0
         self._write_fd: int | None = None
         self._reader: ReadHandle | None = None
+        self._closed = False
         self._dirty = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -111,8 +121,16 @@ class LogSegment:
         now_ms: int,
         roll_jitter_ms: int = 0,
         file_suffix: str = "",
+        files: OpenSegments | None = SEGMENT_FILES,
     ) -> LogSegment:
-        """Create the three (empty) files of a new segment (names end in ``file_suffix``)."""
+        """Create the three (empty) files of a new segment (names end in ``file_suffix``).
+
+        Only the ``.log`` file is created now; the index files appear with the first append
+        (an empty segment needs none: loading one without them starts empty indexes). No
+        descriptor stays open, and nothing is fsynced (the caller decides: a roll is covered
+        by the next flush, a new partition by one directory fsync per batch of partitions).
+        Creating 10,000 partitions is file-system bound, so every file saved counts.
+        """
         segment = cls(
             directory,
             base_offset,
@@ -121,18 +139,10 @@ class LogSegment:
             created_ms=now_ms,
             roll_jitter_ms=roll_jitter_ms,
             file_suffix=file_suffix,
+            files=files,
         )
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
-        segment._write_fd = os.open(segment.log_path, flags, 0o644)
-        try:
-            segment._reader = ReadHandle(segment.log_path, "rb")
-            segment.offset_index.create()
-            segment.time_index.create()
-        except OSError:
-            # Leave no file behind (a full disk): the next roll must be able to O_EXCL again.
-            with contextlib.suppress(OSError):
-                segment.delete()
-            raise
+        os.close(os.open(segment.log_path, flags, 0o644))
         segment._dirty = True
         return segment
 
@@ -161,8 +171,7 @@ class LogSegment:
             created_ms=now_ms,
             roll_jitter_ms=roll_jitter_ms,
         )
-        segment._reader = ReadHandle(segment.log_path, "rb")
-        segment.size = os.fstat(segment._reader.fileno()).st_size
+        segment.size = os.fstat(segment.fd).st_size
         segment.needs_recovery = segment._load_indexes()
         if segment.needs_recovery is None:
             segment.needs_recovery = segment._load_tail()
@@ -178,9 +187,9 @@ class LogSegment:
         if offset_ok and time_ok:
             problem = self.offset_index.sanity_problem(self.size)
             return None if problem is None else f"offset index: {problem}"
-        if self.size == 0:  # nothing to lose: start both indexes afresh
-            self.offset_index.rebuild(())
-            self.time_index.rebuild(())
+        if self.size == 0:  # nothing to lose: both start afresh (files made on first append)
+            self.offset_index.reset()
+            self.time_index.reset()
             return None
         return "offset index missing or torn" if not offset_ok else "time index missing or torn"
 
@@ -229,10 +238,50 @@ class LogSegment:
         self.offset_index.close_file()
         self.time_index.close_file()
 
-    def close(self) -> None:
-        """Release every descriptor this segment owns (slices already handed out keep theirs)."""
+    def release_files(self) -> None:
+        """Close the write and index descriptors and drop the read handle; all reopen on use.
+
+        Called by the cache of open segments on eviction (and never while this segment's
+        thread is inside one of its methods, see :mod:`open_files`). A slice handed out
+        earlier keeps the read handle alive, so an in-flight ``sendfile`` is not cut.
+        """
         self._close_writers()
         self._reader = None
+
+    def untrack_files(self) -> None:
+        """Leave the cache of open segments: from now on another thread may release the files
+        (a partition being deleted), and eviction must no longer reach this segment."""
+        if self._files is not None:
+            self._files.forget(self)
+            self._files = None
+
+    def track_files(self, files: OpenSegments = SEGMENT_FILES) -> None:
+        """Join the cache of open segments (a segment written by the cleaner, adopted by the
+        loop): its descriptors are released at once and reopened through the cache on use."""
+        self.release_files()
+        self._files = files
+
+    def reopen(self) -> None:
+        """Undo :meth:`close` (a deletion rolled back): files reopen through the cache on use."""
+        self._closed = False
+        self._files = SEGMENT_FILES
+        self.offset_index.set_on_open(self._touch)
+        self.time_index.set_on_open(self._touch)
+
+    def _touch(self) -> None:
+        if self._files is not None:
+            self._files.touch(self)
+
+    def close(self) -> None:
+        """Release every descriptor this segment owns (slices already handed out keep theirs)."""
+        self.untrack_files()
+        self.release_files()
+        self._closed = True
+        # The indexes call back into this segment when they open a file: a reference cycle
+        # that would keep a closed segment alive until a full collection (or forever, once
+        # frozen by gc.freeze).
+        self.offset_index.set_on_open(None)
+        self.time_index.set_on_open(None)
 
     def delete(self) -> None:
         """Unlink the segment's files.
@@ -263,19 +312,29 @@ class LogSegment:
 
     # -- state ----------------------------------------------------------------------------
 
+    def _read_handle(self) -> ReadHandle:
+        """The read handle, opened on first use; raises once the segment is closed."""
+        reader = self._reader
+        if reader is None:
+            if self._closed:
+                raise LogError(f"segment {self.log_path} is closed")
+            reader = self._reader = ReadHandle(self.log_path, "rb")
+        self._touch()
+        return reader
+
     @property
     def fd(self) -> int:
-        """The read descriptor (for ``pread``); raises once the segment is closed."""
-        if self._reader is None:
-            raise LogError(f"segment {self.log_path} is closed")
-        return self._reader.fileno()
+        """The read descriptor (for ``pread``); raises once the segment is closed.
+
+        Valid until this segment's thread next opens another segment's files (which may
+        evict this one): use it at once, never keep it.
+        """
+        return self._read_handle().fileno()
 
     def file_slice(self) -> FileSlice:
         """The whole log file as a slice, for a reader on another thread (the cleaner): the
         slice keeps the data readable even if the segment is closed or deleted meanwhile."""
-        if self._reader is None:
-            raise LogError(f"segment {self.log_path} is closed")
-        return FileSlice(self._reader, 0, self.size)
+        return FileSlice(self._read_handle(), 0, self.size)
 
     @property
     def is_full(self) -> bool:
@@ -309,8 +368,11 @@ class LogSegment:
     # -- writes ---------------------------------------------------------------------------
 
     def _writer(self) -> int:
+        if self._closed:
+            raise LogError(f"segment {self.log_path} is closed")
         if self._write_fd is None:
             self._write_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
+        self._touch()
         return self._write_fd
 
     def append(self, chunks: Sequence[Chunk], batches: Sequence[BatchHeader]) -> None:
@@ -328,6 +390,10 @@ class LogSegment:
             return
         start = self.size
         fd = self._writer()
+        if start == 0:
+            # A new (or emptied) segment's index files are made, empty, with its first data.
+            self.offset_index.start_file()
+            self.time_index.start_file()
         max_timestamp, offset_of_max = self.max_timestamp, self.offset_of_max_timestamp
         since_index = self._bytes_since_index
         offset_entries, time_entries = len(self.offset_index), len(self.time_index)
@@ -431,8 +497,7 @@ class LogSegment:
                 if header.end > limit:
                     break
                 end = header.end
-        assert self._reader is not None
-        return FileSlice(self._reader, first.position, end - first.position)
+        return FileSlice(self._read_handle(), first.position, end - first.position)
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int

@@ -3,7 +3,10 @@
 The Broker methods do the work and raise :class:`ApiError` with Kafka's codes; this module
 checks what only the request can tell (duplicates within one request, replication factors and
 manual replica assignments, which must name only this node) and shapes the per-topic results.
-Each topic succeeds or fails on its own, as in Kafka: one bad topic never fails a whole request.
+Each topic succeeds or fails on its own, as in Kafka: one bad topic never fails a whole request,
+except a request that would create more than 10,000 partitions, which Kafka refuses whole
+with POLICY_VIOLATION. The partition files are made (or renamed for deletion) on a worker
+thread by the Broker's ``*_async`` methods, so the event loop keeps serving other clients.
 """
 
 from __future__ import annotations
@@ -23,11 +26,25 @@ from .api_versions import NO_THROTTLE
 from .configs import topic_config_entries
 
 UNSET = -1
+#: Kafka's controller refuses a request that would create more partitions than this
+#: (ReplicationControlManager.MAX_PARTITIONS_PER_BATCH, and MAX_RECORDS_PER_USER_OP).
+MAX_PARTITIONS_PER_REQUEST = 10_000
 H = TypeVar("H", bound=Hashable)
 
 
 def _duplicates(keys: Iterable[H]) -> set[H]:
     return {key for key, n in Counter(keys).items() if n > 1}
+
+
+def _first_of_each(topics: Iterable[Any]) -> list[Any]:
+    """One entry per topic name, in request order (a response names each topic once)."""
+    seen: set[str] = set()
+    firsts = []
+    for topic in topics:
+        if topic.name not in seen:
+            seen.add(topic.name)
+            firsts.append(topic)
+    return firsts
 
 
 def _check_assignment(broker: Broker, partition: int, replicas: Sequence[int]) -> None:
@@ -95,7 +112,7 @@ def _topic_configs(topic: Any) -> dict[str, str | None]:
     return configs
 
 
-def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
+async def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     m = ctx.resp
     broker = ctx.broker
     name = topic.name
@@ -103,8 +120,8 @@ def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     if broker.metadata.topic(name) is not None:
         raise ApiError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
     partitions = _partition_count(broker, topic)
-    created = broker.create_topic(name, partitions, _topic_configs(topic),
-                                  validate_only=validate_only)
+    created = await broker.create_topic_async(name, partitions, _topic_configs(topic),
+                                              validate_only=validate_only)
     configs: tuple[Any, ...] = ()
     if hasattr(m, "CreatableTopicConfigs"):  # v5+ return the resulting configs
         configs = tuple(
@@ -126,8 +143,30 @@ def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> Any:
     )
 
 
+def _requested_partitions(broker: Broker, topics: Iterable[Any]) -> int:
+    """Partitions a CreateTopics request asks for in all, counted as Kafka's controller does."""
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == UNSET:
+            total += int(broker.config.num_partitions)
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
+
+
 async def handle_create_topics(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
+    if _requested_partitions(ctx.broker, request.topics) > MAX_PARTITIONS_PER_REQUEST:
+        # Kafka refuses the whole request before looking at any topic (its controller's
+        # validateTotalNumberOfPartitions), so a bit flip in num_partitions creates nothing.
+        return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(
+            build(m.CreatableTopicResult, name=t.name, topic_id=None,
+                  error_code=ErrorCode.policy_violation,
+                  error_message="Excessively large number of partitions per request.",
+                  num_partitions=UNSET, replication_factor=UNSET, configs=())
+            for t in _first_of_each(request.topics)))
     duplicates = _duplicates(t.name for t in request.topics)
     results = []
     reported: set[str] = set()
@@ -140,7 +179,7 @@ async def handle_create_topics(request: Any, ctx: RequestContext) -> Any:
             error: ApiError | None = ApiError(ErrorCode.invalid_request, "Duplicate topic name.")
         else:
             try:
-                results.append(_create_one(ctx, topic, request.validate_only))
+                results.append(await _create_one(ctx, topic, request.validate_only))
                 continue
             except ApiError as exc:
                 error = exc
@@ -161,7 +200,7 @@ def _delete_result(m: Any, name: str | None, topic_id: uuid.UUID | None, code: E
                  error_message=message)
 
 
-def _delete_one(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> Any:
+async def _delete_one(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | None) -> Any:
     m = ctx.resp
     broker = ctx.broker
     if name is None and topic_id is None:
@@ -182,7 +221,7 @@ def _delete_one(ctx: RequestContext, name: str | None, topic_id: uuid.UUID | Non
         return _delete_result(m, name, None, ErrorCode.unknown_topic_or_partition,
                               f"Topic '{name}' does not exist.")
     try:
-        broker.delete_topic(name)
+        await broker.delete_topic_async(name)
     except ApiError as exc:
         return _delete_result(m, name, existing.topic_id, exc.code, exc.message)
     return _delete_result(m, name, existing.topic_id, ErrorCode.none)
@@ -219,14 +258,14 @@ async def handle_delete_topics(request: Any, ctx: RequestContext) -> Any:
                 results.append(_delete_result(m, name, topic_id, ErrorCode.invalid_request,
                                               f"Duplicate topic {what}."))
             continue
-        results.append(_delete_one(ctx, name, topic_id))
+        results.append(await _delete_one(ctx, name, topic_id))
     return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
 # -- CreatePartitions ---------------------------------------------------------------------------
 
 
-def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
+async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     broker = ctx.broker
     existing = broker.metadata.topic(topic.name)
     if existing is None:
@@ -240,11 +279,29 @@ def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
                            f"{len(topic.assignments)} assignments provided.")
         for index, a in enumerate(topic.assignments, start=existing.partitions):
             _check_assignment(broker, index, a.broker_ids)
-    broker.add_partitions(topic.name, topic.count, validate_only=validate_only)
+    await broker.add_partitions_async(topic.name, topic.count, validate_only=validate_only)
+
+
+def _new_partitions(broker: Broker, topics: Iterable[Any]) -> int:
+    """Partitions a CreatePartitions request would add in all (unknown topics add none)."""
+    total = 0
+    for topic in topics:
+        existing = broker.metadata.topic(topic.name)
+        if existing is not None and topic.count > existing.partitions:
+            total += topic.count - existing.partitions
+    return total
 
 
 async def handle_create_partitions(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
+    if _new_partitions(ctx.broker, request.topics) > MAX_PARTITIONS_PER_REQUEST:
+        # Kafka's controller bounds the records of one operation (MAX_RECORDS_PER_USER_OP)
+        # and refuses the whole request with this message.
+        return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(
+            build(m.CreatePartitionsTopicResult, name=t.name,
+                  error_code=ErrorCode.policy_violation,
+                  error_message="Unable to perform excessively large batch operation.")
+            for t in _first_of_each(request.topics)))
     duplicates = _duplicates(t.name for t in request.topics)
     results = []
     reported: set[str] = set()
@@ -257,7 +314,7 @@ async def handle_create_partitions(request: Any, ctx: RequestContext) -> Any:
             code, message = ErrorCode.invalid_request, "Duplicate topic name."
         else:
             try:
-                _grow(ctx, topic, request.validate_only)
+                await _grow(ctx, topic, request.validate_only)
             except ApiError as exc:
                 code, message = exc.code, exc.message
         results.append(build(m.CreatePartitionsTopicResult, name=topic.name, error_code=code,
