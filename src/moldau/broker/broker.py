@@ -33,7 +33,7 @@ from ..log.cleaner import CleanerConfig, LogCleaner, loop_owner
 from ..log.dir_failures import LogDirFailures
 from ..log.dir_lock import lock_log_dirs
 from ..log.errors import StorageError
-from ..log.manager import LogManager
+from ..log.manager import LogManager, write_checkpoints
 from ..log.partition_log import PartitionLog
 from ..log.scrubber import LogScrubber, ScrubberConfig
 from ..protocol import codec
@@ -181,6 +181,7 @@ class Broker:
         self._growing: set[str] = set()
         self._topic_tasks: set[asyncio.Task[Any]] = set()
         self._quiet_gc = partition_files.QuietGc()
+        self._checkpoint_job: asyncio.Future[Any] | None = None
         self._open_logs()
         self.groups = GroupService(self, now_ms())
         self.groups.load(now_ms())
@@ -675,21 +676,29 @@ class Broker:
                 owner=loop_owner(loop))
             self.scrubber.start()
 
-    async def _every(self, interval_ms: int, chore: Callable[[], None]) -> None:
+    async def _every(self, interval_ms: int,
+                     chore: Callable[[], None] | Callable[[], Awaitable[None]]) -> None:
         # Clamp to a day so that Long.MAX ("never") does not overflow the loop's timer.
         interval = min(max(interval_ms, 10), 86_400_000) / 1000
         while True:
             await asyncio.sleep(interval)
             try:
-                chore()
+                done = chore()
+                if done is not None:
+                    await done
             except Exception:
                 log.exception("background chore %s failed", chore.__name__)
 
     def _retention(self) -> None:
         self.logs.run_retention(now_ms())
 
-    def _checkpoint(self) -> None:
-        self.logs.checkpoint()
+    async def _checkpoint(self) -> None:
+        # Offsets are read on the loop, the files written on a worker thread.
+        contents = self.logs.checkpoint_contents()
+        job = asyncio.ensure_future(asyncio.to_thread(write_checkpoints, contents))
+        self._checkpoint_job = job  # shutdown waits for it: close() writes the same files
+        errors = await asyncio.shield(job)
+        self.logs.report_checkpoint_errors(errors)
 
     def _flush(self) -> None:
         self.logs.flush_due(now_ms())
@@ -703,6 +712,8 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._checkpoint_job is not None:
+            await asyncio.gather(self._checkpoint_job, return_exceptions=True)
         self._tasks.clear()
 
     def close(self) -> None:

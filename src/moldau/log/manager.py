@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
+#: Per log dir: (partition, recovery point, log start offset, high watermark) rows.
+CheckpointContents = dict[Path, list[tuple[TopicPartition, int, int, int]]]
 #: errnos of partition file work that say nothing about a log dir's health.
 _NOT_DIR_FAILURES = frozenset({errno.ENAMETOOLONG, errno.EMFILE, errno.ENFILE, errno.EEXIST})
 
@@ -397,17 +399,28 @@ class LogManager:
         A dir whose checkpoints fail (a full disk) keeps its previous ones, which only makes
         the next recovery scan more; the failure is logged once per event, never raised.
         """
-        for log_dir in self.online_dirs():
-            logs = {tp: plog for tp, plog in self._logs.items() if self._dir_of[tp] == log_dir}
+        self.report_checkpoint_errors(write_checkpoints(self.checkpoint_contents()))
+
+    def checkpoint_contents(self) -> CheckpointContents:
+        """What :meth:`checkpoint` writes, per online dir (cheap: owner thread).
+
+        Split from the writing so the broker can write on a worker thread: with 20,000
+        partitions the three files with their fsyncs take 100-200 ms.
+        """
+        by_dir: dict[Path, list[tuple[TopicPartition, int, int, int]]] = {
+            d: [] for d in self.online_dirs()}
+        for tp, plog in self._logs.items():
+            rows = by_dir.get(self._dir_of[tp])
+            if rows is not None:
+                rows.append((tp, plog.recovery_point, plog.log_start_offset,
+                             plog.high_watermark))
+        return by_dir
+
+    def report_checkpoint_errors(self, errors: Mapping[Path, OSError | None]) -> None:
+        """Tell the failure channel how writing each dir's checkpoints went (owner thread)."""
+        for log_dir, exc in errors.items():
             subject = f"checkpoints of {log_dir}"
-            try:
-                write_offsets(log_dir / RECOVERY_POINT_CHECKPOINT,
-                              {tp: plog.recovery_point for tp, plog in logs.items()})
-                write_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT,
-                              {tp: plog.log_start_offset for tp, plog in logs.items()})
-                write_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT,
-                              {tp: plog.high_watermark for tp, plog in logs.items()})
-            except OSError as exc:
+            if exc is not None:
                 self.failures.io_failed(log_dir, subject, exc)
             else:
                 self.failures.io_succeeded(subject)
@@ -460,3 +473,23 @@ class LogManager:
                 log.warning("%s: cannot write the clean shutdown marker (%s); the next start "
                             "recovers this dir", log_dir, exc.strerror or exc)
         self._closed = True
+
+
+def write_checkpoints(contents: CheckpointContents) -> dict[Path, OSError | None]:
+    """Write the three offset checkpoints of each dir; safe on any thread (touches no log).
+
+    Returns each dir's error (None when written), for
+    :meth:`LogManager.report_checkpoint_errors` on the owner thread.
+    """
+    errors: dict[Path, OSError | None] = {}
+    for log_dir, rows in contents.items():
+        try:
+            write_offsets(log_dir / RECOVERY_POINT_CHECKPOINT, {tp: r for tp, r, _, _ in rows})
+            write_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT, {tp: s for tp, _, s, _ in rows})
+            write_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT,
+                          {tp: h for tp, _, _, h in rows})
+        except OSError as exc:
+            errors[log_dir] = exc
+        else:
+            errors[log_dir] = None
+    return errors

@@ -143,7 +143,9 @@ class LogSegment:
         )
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
         os.close(os.open(segment.log_path, flags, 0o644))
-        segment._dirty = True
+        # Nothing to fsync yet: an empty file, whose name the caller's directory fsync covers.
+        # (Flushing 20,000 idle new partitions at shutdown used to take 20 s.)
+        segment._dirty = False
         return segment
 
     @classmethod
