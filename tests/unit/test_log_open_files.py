@@ -107,3 +107,25 @@ def test_longest_topic_name_deletes_and_reloads(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
     m.close()
     manager(tmp_path, 16).close()
+
+
+def test_new_partition_has_only_its_log_file_and_verifies_clean(tmp_path: Path) -> None:
+    """Index files come with the first data; `moldau log verify` accepts an empty segment
+    without them, and a written one has both."""
+    from moldau.log.inspect import check_segment
+
+    m = manager(tmp_path, 16)
+    try:
+        plog = m.create("fresh", 0, LogConfig(), uuid.uuid4())
+        log_file = plog.directory / "00000000000000000000.log"
+        assert sorted(p.name for p in plog.directory.iterdir()) == [
+            log_file.name, "partition.metadata"]
+        report = check_segment(log_file)
+        assert report is not None and report.problems == []
+        plog.append(batch(1), leader_epoch=0, now_ms=NOW)
+        plog.flush()
+        assert (plog.directory / "00000000000000000000.index").exists()
+        report = check_segment(log_file)
+        assert report is not None and report.problems == []
+    finally:
+        m.close()

@@ -434,6 +434,12 @@ def check_segment(log_path: Path, *, throttle: Throttle | None = None) -> Segmen
             size, start = grown, scan.end
     finally:
         os.close(fd)
+    # A segment gets its index files with its first data: an empty one needs none (and one
+    # written to meanwhile on a live broker has them by now).
+    if offset_data is None and (size == 0 or index_path.exists()):
+        offset_data = b""
+    if time_data is None and (size == 0 or time_path.exists()):
+        time_data = b""
     if offset_data is None:
         report.problems.append(Problem(index_path, 0, base_offset, "offset index missing"))
     else:
