@@ -45,8 +45,7 @@ from ..protocol.frames import (
     response_header,
     skip_tagged_fields,
 )
-from . import offload
-from . import partition_files
+from . import offload, partition_files
 from .buffer_pool import BufferPool
 from .error_responses import error_response
 from .errors import ApiError
