@@ -24,7 +24,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.serial import entity_reader, entity_writer
 
-from moldau.protocol.validate import validate_request
+from moldau.protocol.validate import prepare_request
 
 
 def _encode(obj: Any) -> bytes:
@@ -82,18 +82,18 @@ def main() -> None:
         from kio.index import load_request_schema
 
         reader = entity_reader(load_request_schema(api_key, version))
-        validate_request(api_key, version, body, 0)  # compile before timing
+        prepare_request(api_key, version, body, 0)  # compile before timing
 
         def kio_only(body: bytes = body, reader: Any = reader) -> object:
             return reader(body, 0)
 
         def validate_only(body: bytes = body, key: int = api_key, ver: int = version) -> object:
-            return validate_request(key, ver, body, 0)
+            return prepare_request(key, ver, body, 0)
 
         def both(body: bytes = body, reader: Any = reader, key: int = api_key,
                  ver: int = version) -> object:
-            validate_request(key, ver, body, 0)
-            return reader(body, 0)
+            buf, start = prepare_request(key, ver, body, 0)
+            return reader(buf, start)
 
         kio_us = _best_us(kio_only, args.repeat, args.number)
         validate_us = _best_us(validate_only, args.repeat, args.number)

@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
@@ -184,8 +185,6 @@ def test_too_many_and_unknown_tagged_fields_are_refused() -> None:
     head = b"\x00\x01\x00"
     with pytest.raises(InvalidRequest, match="tagged fields"):
         validate_request(3, 12, head + _uvarint(10_001) + b"\x00\x00" * 10_001, 0)
-    with pytest.raises(InvalidRequest, match="unknown tagged field 5"):
-        validate_request(3, 12, head + b"\x01\x05\x00", 0)
     # Fetch v12 knows tag 0 (cluster_id) at the top level; the body ends with its section.
     plain = encode(dataclasses.replace(build(load_request_schema(1, 12)), cluster_id=None))
     assert plain.endswith(b"\x00")
@@ -195,6 +194,43 @@ def test_too_many_and_unknown_tagged_fields_are_refused() -> None:
         validate_request(1, 12, plain[:-1] + b"\x01\x00\x03\x02s\x00", 0)
     ok = plain[:-1] + b"\x01\x00\x02\x02s"
     assert codec.decode_request(1, 12, ok, 0).cluster_id == "s"
+
+
+def _without_top_level_tags(cls: type) -> Any:
+    obj = build(cls)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if "tag" in f.metadata}
+    return dataclasses.replace(obj, **defaults)
+
+
+@pytest.mark.parametrize(("api_key", "version"), FLEXIBLE,
+                         ids=[f"{SUPPORTED[k].name}-v{v}" for k, v in FLEXIBLE])
+def test_unknown_tagged_fields_are_ignored_as_kafka_does(api_key: int, version: int) -> None:
+    obj = _without_top_level_tags(load_request_schema(api_key, version))
+    body = encode(obj)
+    assert body[-1:] == b"\x00"  # the request's own (empty) tagged-field section ends it
+    extra = body[:-1] + b"\x02" + b"\x63\x02zz" + b"\x64\x00"  # tags 99 and 100
+    assert codec.decode_request(api_key, version, b"head" + extra, 4) == obj
+
+
+def test_unknown_tagged_fields_beside_known_and_nested_ones() -> None:
+    fetch = load_request_schema(1, 12)
+    obj = _without_top_level_tags(fetch)
+    body = encode(obj)
+    mixed = body[:-1] + b"\x02" + b"\x63\x01z" + b"\x00\x02\x02s"  # tag 99, cluster_id
+    assert codec.decode_request(1, 12, mixed, 0) == dataclasses.replace(obj, cluster_id="s")
+    # Produce v9: an unknown tag in a partition's section, deep in the request.
+    produce = (b"\x00" + struct.pack(">hi", 1, 1000) + b"\x02\x02t\x02" + struct.pack(">i", 3)
+               + b"\x01" + b"\x01\x63\x01z" + b"\x00\x00")
+    decoded = codec.decode_request(0, 9, produce, 0)
+    partition = decoded.topic_data[0].partition_data[0]
+    assert (decoded.topic_data[0].name, partition.index, partition.records) == ("t", 3, b"")
+    # Inside a known tagged field's value it cannot be cut without resizing that field.
+    fetch15 = load_request_schema(1, 15)
+    body = encode(_without_top_level_tags(fetch15))
+    state = struct.pack(">iq", 1, 1) + b"\x01\x63\x00"
+    nested = body[:-1] + b"\x01\x01" + bytes([len(state)]) + state
+    with pytest.raises(InvalidRequest, match="unknown tagged field 99"):
+        validate_request(1, 15, nested, 0)
 
 
 def test_header_with_too_many_tagged_fields_is_refused() -> None:

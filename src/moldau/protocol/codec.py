@@ -19,7 +19,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from .frames import FrameError
-from .validate import validate_request
+from .validate import prepare_request
 
 T = TypeVar("T")
 
@@ -60,10 +60,10 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
     abort the process on an absurd one. Whatever else kio refuses (bad UTF-8, a boolean that
     is neither 0 nor 1, ...) it raises as an ordinary exception, turned into FrameError here.
     """
-    validate_request(api_key, version, frame, offset)
+    body, start = prepare_request(api_key, version, frame, offset)
     _, reader = request_reader(api_key, version)
     try:
-        value, _size = reader(frame, offset)
+        value, _size = reader(body, start)
     except Exception as exc:  # kio raises several types for malformed input
         raise FrameError(f"kio: {type(exc).__name__}: {exc}") from exc
     return value

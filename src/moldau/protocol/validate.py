@@ -12,8 +12,9 @@ nothing else, and refuses what Kafka's own generated readers refuse:
 - a string or byte field longer than the bytes left; a negative length other than -1, and -1
   (null) where the field is not nullable, arrays included;
 - a tagged-field section with more than ``MAX_TAGGED_FIELDS`` entries, an entry larger than
-  the bytes left, an unknown tag (kio cannot skip one) or a known one whose value does not end
-  where its size says.
+  the bytes left, or a known one whose value does not end where its size says. Unknown tagged
+  fields are ignored, as Kafka does: kio cannot skip them, so :func:`prepare_request` hands
+  kio a copy without them.
 
 moldau adds one bound Kafka does not have, because every decoded element becomes a Python
 object (about 100 bytes where the wire needed 3): a request holds at most
@@ -61,7 +62,10 @@ _FIXED_SIZES = {
     "uuid": 16,
 }
 
-Validator = Callable[[Any, int], int]
+#: A tagged-field section holding unknown fields: where its count starts and ends, the count
+#: without them, and the (start, end) of each unknown field.
+Strip = tuple[int, int, int, list[tuple[int, int]]]
+Validator = Callable[[Any, int], tuple[int, list[Strip]]]
 
 
 class InvalidRequest(FrameError):
@@ -74,14 +78,60 @@ def validate_request(api_key: int, version: int, buf: Any, offset: int) -> int:
     Returns where the body ends; raises :class:`InvalidRequest` for anything that kio must not
     be given. ``buf`` is the whole frame (bytes or a memoryview of it).
     """
+    return _check(api_key, version, buf, offset)[0]
+
+
+def prepare_request(api_key: int, version: int, buf: Any, offset: int) -> tuple[Any, int]:
+    """Check the body as :func:`validate_request` does and return what kio should read.
+
+    That is ``(buf, offset)`` itself, unless the request carries tagged fields this schema
+    does not know: Kafka sets those aside, kio refuses them, so they are cut out of a copy of
+    the body (the only case that copies; real clients send tags their version defines).
+    """
+    end, strips = _check(api_key, version, buf, offset)
+    if not strips:
+        return buf, offset
+    return _without(buf, offset, end, strips), 0
+
+
+def _check(api_key: int, version: int, buf: Any, offset: int) -> tuple[int, list[Strip]]:
     check = validator(api_key, version)
     try:
-        end = check(buf, offset)
+        end, strips = check(buf, offset)
     except (IndexError, struct.error):
         raise InvalidRequest("the request body ends in the middle of a field") from None
     if end > len(buf):
         raise InvalidRequest(f"the request body needs {end - len(buf)} bytes more than sent")
-    return end
+    return end, strips
+
+
+def _without(buf: Any, offset: int, end: int, strips: list[Strip]) -> bytes:
+    """The body ``buf[offset:end]`` without the unknown tagged fields, counts adjusted.
+
+    Sections never overlap: an unknown field inside a known tagged field's value is refused
+    by the validator (cutting it would change the enclosing size), and a nested entity's
+    section ends before the section of the entity holding it begins.
+    """
+    out = bytearray()
+    last = offset
+    for count_start, count_end, count, fields in sorted(strips):
+        out += buf[last:count_start]
+        out += _encode_uvarint(count)
+        last = count_end
+        for start, stop in fields:
+            out += buf[last:start]
+            last = stop
+    out += buf[last:end]
+    return bytes(out)
+
+
+def _encode_uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 @cache
@@ -102,7 +152,7 @@ def compile_validator(cls: type) -> Validator:
     return check
 
 
-def generated_source(api_key: int, version: int) -> str:
+def generated_source(api_key: int, version: int) -> str:  # pragma: no cover - debugging
     """The Python source of one validator (for tests and debugging)."""
     return validator(api_key, version).__doc__ or ""
 
@@ -201,6 +251,7 @@ class _Generator:
         self.indent = 1
         self.pending = 0  # fixed-size bytes not yet added to pos
         self.depth = 0
+        self.in_tagged = 0  # > 0 while generating the value of a known tagged field
 
     # output
 
@@ -213,10 +264,11 @@ class _Generator:
             self.pending = 0
 
     def function(self, cls: type) -> str:
-        self.lines = ["def check(buf, pos):", "    end = len(buf)", "    total = 0"]
+        self.lines = ["def check(buf, pos):", "    end = len(buf)", "    total = 0",
+                      "    strips = []"]
         self.entity(cls, nullable=False, path=cls.__name__)
         self.flush()
-        self.emit("return pos")
+        self.emit("return pos, strips")
         return "\n".join(self.lines) + "\n"
 
     def read_uvarint(self, var: str, long: bool = False) -> None:
@@ -278,31 +330,46 @@ class _Generator:
         self.emit("    pos += 1")
         self.emit("else:")
         self.indent += 1
+        self.emit(f"c{d} = pos")
         self.emit(f"t{d}, pos = _uvarint(buf, pos)")
         self.emit(f"if t{d} > MAX_TAGGED:")
         self.emit(f"    _tagged({path!r}, t{d})")
-        if not tagged:
-            self.emit(f"_unknown_tag({path!r}, _uvarint(buf, pos)[0])")
-        else:
-            self.emit(f"for _ in range(t{d}):")
+        self.emit(f"ce{d} = pos")
+        self.emit(f"u{d} = []")
+        self.emit(f"for _ in range(t{d}):")
+        self.indent += 1
+        self.emit(f"e{d} = pos")
+        self.emit(f"tag{d}, pos = _uvarint(buf, pos)")
+        self.emit(f"size{d}, pos = _uvarint(buf, pos)")
+        self.emit(f"if size{d} > end - pos:")
+        self.emit(f"    _too_long({path + '.<tagged field>'!r}, size{d}, end - pos)")
+        self.emit(f"s{d} = pos + size{d}")
+        for i, (tag, field) in enumerate(tagged):
+            self.emit(f"{'if' if i == 0 else 'elif'} tag{d} == {tag}:")
             self.indent += 1
-            self.emit(f"tag{d}, pos = _uvarint(buf, pos)")
-            self.emit(f"size{d}, pos = _uvarint(buf, pos)")
-            self.emit(f"if size{d} > end - pos:")
-            self.emit(f"    _too_long({path + '.<tagged field>'!r}, size{d}, end - pos)")
-            self.emit(f"s{d} = pos + size{d}")
-            for i, (tag, field) in enumerate(tagged):
-                self.emit(f"{'if' if i == 0 else 'elif'} tag{d} == {tag}:")
-                self.indent += 1
-                self.field(field, True, f"{path}.{field.name}", tagged=True)
-                self.flush()
-                self.emit("pass")
-                self.indent -= 1
-            self.emit("else:")
-            self.emit(f"    _unknown_tag({path!r}, tag{d})")
-            self.emit(f"if pos != s{d}:")
-            self.emit(f"    _tag_size({path!r}, tag{d}, size{d}, pos - s{d} + size{d})")
+            self.in_tagged += 1
+            self.field(field, True, f"{path}.{field.name}", tagged=True)
+            self.in_tagged -= 1
+            self.flush()
+            self.emit("pass")
             self.indent -= 1
+        if tagged:
+            self.emit("else:")
+            self.indent += 1
+        if self.in_tagged:
+            # Cutting it out would change the size of the tagged field holding it.
+            self.emit(f"_unknown_tag({path!r}, tag{d})")
+        else:
+            # Kafka keeps unknown tagged fields aside; kio cannot skip them, so they are cut.
+            self.emit(f"u{d}.append((e{d}, s{d}))")
+            self.emit(f"pos = s{d}")
+        if tagged:
+            self.indent -= 1
+        self.emit(f"if pos != s{d}:")
+        self.emit(f"    _tag_size({path!r}, tag{d}, size{d}, pos - s{d} + size{d})")
+        self.indent -= 1
+        self.emit(f"if u{d}:")
+        self.emit(f"    strips.append((c{d}, ce{d}, t{d} - len(u{d}), u{d}))")
         self.indent -= 1
         self.depth -= 1
 
