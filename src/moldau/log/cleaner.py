@@ -26,16 +26,14 @@ format). Entries of partitions no longer in the dir are dropped when it is rewri
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import weakref
-from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING
 
+from .background import BackgroundWorker, OwnerCall, StopRequested, loop_owner, run_inline
 from .checkpoint import read_offsets, write_offsets
 from .cleanable import CleanableRange, LogSnapshot, cleanable_range, take_snapshot
 from .compactor import (
@@ -45,7 +43,7 @@ from .compactor import (
     last_batches,
     write_cleaned_group,
 )
-from .offset_map import CleanerStoppedError, build_offset_map
+from .offset_map import build_offset_map
 from .swap import CLEANED_SUFFIX
 
 if TYPE_CHECKING:
@@ -56,51 +54,9 @@ log = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
-T = TypeVar("T")
+__all__ = ["CleanResult", "CleanerConfig", "LogCleaner", "OwnerCall", "loop_owner", "run_inline"]
+
 TopicPartition = tuple[str, int]
-#: Runs a callable on the thread that owns the logs; the future holds its result.
-OwnerCall = Callable[[Callable[[], Any]], Future[Any]]
-
-
-class _Loop(Protocol):
-    def call_soon_threadsafe(self, callback: Callable[[], object], /) -> object: ...
-
-
-def run_inline(fn: Callable[[], Any]) -> Future[Any]:
-    """The owner call for a single-threaded user: run ``fn`` now, on the calling thread."""
-    future: Future[Any] = Future()
-    future.set_running_or_notify_cancel()
-    try:
-        future.set_result(fn())
-    except BaseException as exc:
-        future.set_exception(exc)
-    return future
-
-
-def loop_owner(loop: _Loop) -> OwnerCall:
-    """The owner call for logs that live on an asyncio event loop.
-
-    The callable is scheduled with ``call_soon_threadsafe``; if the cleaner cancels the future
-    before the loop gets to it (it does when asked to stop), the callable does not run.
-    """
-
-    def call(fn: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(fn())
-            except BaseException as exc:
-                future.set_exception(exc)
-
-        loop.call_soon_threadsafe(run)
-        return future
-
-    return call
-
-
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
     """Broker-level cleaner settings (``log.cleaner.*``); per-topic ones are in LogConfig."""
@@ -132,8 +88,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class LogCleaner:
+class LogCleaner(BackgroundWorker):
     """Compacts the compacted logs of a :class:`LogManager`; see the module docstring."""
+
+    thread_name = "log-cleaner"
+    description = "log cleaner"
 
     def __init__(
         self,
@@ -142,11 +101,9 @@ class LogCleaner:
         *,
         owner: OwnerCall = run_inline,
     ) -> None:
-        self.manager = manager
         self.config = config or CleanerConfig()
-        self._owner = owner
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(owner, self.config.backoff_ms)
+        self.manager = manager
         #: log dir -> (topic, partition) -> first dirty offset; loaded lazily per dir.
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
         #: When a tombstone kept by the last clean may be removed, per log.
@@ -157,54 +114,11 @@ class LogCleaner:
         #: Subjects ("cleaning t-0") whose last clean hit a full disk, to report the recovery.
         self._failing: set[str] = set()
 
-    # -- thread ---------------------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the cleaner thread (once)."""
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="log-cleaner", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float | None = 30.0) -> None:
-        """Stop the thread; a clean in progress is abandoned (its temporary files deleted).
-
-        Safe to call from the thread that owns the logs: the cleaner does not wait for that
-        thread once asked to stop.
-        """
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive():
-                log.warning("the log cleaner did not stop within %s s", timeout)
-
-    def _run(self) -> None:
-        backoff = max(self.config.backoff_ms, 0) / 1000
-        while not self._stop.is_set():
-            try:
-                cleaned = self.clean_once(_now_ms())
-            except CleanerStoppedError:
-                break
-            except Exception:
-                log.exception("log cleaner pass failed")
-                cleaned = []
-            if not cleaned:
-                self._stop.wait(backoff)
-
-    def _on_owner(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on the owner thread and wait, giving up when asked to stop."""
-        future = self._owner(fn)
-        while True:
-            try:
-                result: T = future.result(timeout=0.05)
-                return result
-            except TimeoutError:
-                if self._stop.is_set() and future.cancel():
-                    raise CleanerStoppedError from None
-
     # -- passes ---------------------------------------------------------------------------
+
+    def run_pass(self) -> bool:
+        """One pass of the thread: busy while some log was cleaned."""
+        return bool(self.clean_once(_now_ms()))
 
     def clean_once(self, now_ms: int | None = None) -> list[CleanResult]:
         """One pass: clean every compacted log that is due, dirtiest first."""
@@ -224,7 +138,7 @@ class LogCleaner:
             subject = f"cleaning {cleanable.snapshot.topic}-{cleanable.snapshot.partition}"
             try:
                 result = self._clean(cleanable, now)
-            except CleanerStoppedError:
+            except StopRequested:
                 raise
             except Exception as exc:
                 if isinstance(exc, OSError) and exc.errno is not None:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import crc32c
 
+from .background import StopRequested
 from .batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
@@ -51,7 +52,7 @@ from .batch import (
 from .cleanable import SegmentSnapshot
 from .config import LogConfig
 from .errors import CorruptRecordError
-from .offset_map import CleanerStoppedError, OffsetMap
+from .offset_map import OffsetMap
 from .records import RecordView, compress_records, decode_records
 from .segment import MAX_RELATIVE_OFFSET, LogSegment
 from .swap import CLEANED_SUFFIX
@@ -266,7 +267,7 @@ def write_cleaned_group(
         for snap in group:
             for header, batch in iter_batches(snap.fd, 0, snap.size):
                 if stop is not None and stop.is_set():
-                    raise CleanerStoppedError
+                    raise StopRequested
                 result = filter_batch(header, batch, rules, header.base_offset in retained,
                                       stats)
                 if result is not batch:

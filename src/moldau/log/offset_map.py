@@ -17,15 +17,12 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from .background import StopRequested
 from .cleanable import CleanableRange, iter_headers_between
 from .errors import CorruptRecordError
 from .records import decode_records
 
 log = logging.getLogger(__name__)
-
-
-class CleanerStoppedError(Exception):
-    """The cleaner was asked to stop in the middle of a clean."""
 
 
 @dataclass(slots=True)
@@ -59,7 +56,7 @@ def build_offset_map(
     start_at = snapshot.first_dirty_at
     for i, header in iter_headers_between(snapshot.segments, start_at, cleanable.uncleanable_at):
         if stop is not None and stop.is_set():
-            raise CleanerStoppedError
+            raise StopRequested
         if header.base_offset >= end:
             break
         if header.is_control or header.is_transactional:

@@ -24,14 +24,13 @@ disk bandwidth and page cache that an operator should choose to spend.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
-from .cleaner import OwnerCall, run_inline
+from .background import BackgroundWorker, OwnerCall, StopRequested, run_inline
 from .errors import LogError
 from .file_slice import FileSlice
 from .inspect import BatchScan
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +64,6 @@ class Corruption:
     what: str
 
 
-class _Stopped(Exception):
-    """Raised inside a scan to abandon it when the scrubber is asked to stop."""
-
-
 @dataclass(frozen=True, slots=True)
 class _Target:
     log: PartitionLog
@@ -78,8 +72,11 @@ class _Target:
     base_offset: int
 
 
-class LogScrubber:
+class LogScrubber(BackgroundWorker):
     """Re-reads the closed segments of a :class:`LogManager`; see the module docstring."""
+
+    thread_name = "log-scrubber"
+    description = "log scrubber"
 
     def __init__(
         self,
@@ -89,12 +86,10 @@ class LogScrubber:
         owner: OwnerCall = run_inline,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.manager = manager
         self.config = config or ScrubberConfig()
-        self._owner = owner
+        super().__init__(owner, self.config.backoff_ms)
+        self.manager = manager
         self._clock = clock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         #: (topic, partition, segment base) -> {(position, stored crc)} already reported.
         self._reported: dict[tuple[str, int, int], set[tuple[int, int]]] = {}
         self._bucket_start = clock()
@@ -108,43 +103,15 @@ class LogScrubber:
     # -- thread ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="log-scrubber", daemon=True)
-        self._thread.start()
-        log.info("log scrubber started: closed segments re-checked at %d bytes/s, %d ms "
-                 "between passes", self.config.bytes_per_second, self.config.backoff_ms)
+        if self._thread is None:
+            log.info("log scrubber started: closed segments re-checked at %d bytes/s, %d ms "
+                     "between passes", self.config.bytes_per_second, self.config.backoff_ms)
+        super().start()
 
-    def stop(self, timeout: float | None = 30.0) -> None:
-        """Stop the thread; safe on the owner thread (the scrubber never waits for it then)."""
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive():
-                log.warning("the log scrubber did not stop within %s s", timeout)
-
-    def _run(self) -> None:
-        backoff = max(self.config.backoff_ms, 0) / 1000
-        while not self._stop.is_set():
-            try:
-                self.scrub_once()
-            except _Stopped:
-                break
-            except Exception:
-                log.exception("log scrubber pass failed")
-            self._stop.wait(backoff)
-
-    def _on_owner(self, fn: Callable[[], T]) -> T:
-        future = self._owner(fn)
-        while True:
-            try:
-                result: T = future.result(timeout=0.05)
-                return result
-            except TimeoutError:
-                if self._stop.is_set() and future.cancel():
-                    raise _Stopped from None
+    def run_pass(self) -> bool:
+        """One pass of the thread; the scrubber always rests after a whole pass."""
+        self.scrub_once()
+        return False
 
     # -- passes ---------------------------------------------------------------------------
 
@@ -154,7 +121,7 @@ class LogScrubber:
         found: list[Corruption] = []
         for target in targets:
             if self._stop.is_set():
-                raise _Stopped
+                raise StopRequested
             handle = self._on_owner(partial(self._handle, target))
             if handle is not None:
                 found.extend(self._scrub(target, handle))
@@ -226,7 +193,7 @@ class LogScrubber:
     def _throttle(self, size: int) -> None:
         """Token bucket: sleep while the bytes read are ahead of ``bytes_per_second``."""
         if self._stop.is_set():
-            raise _Stopped
+            raise StopRequested
         self.bytes_read += size
         self._bucket_bytes += size
         now = self._clock()
@@ -237,4 +204,4 @@ class LogScrubber:
             self._bucket_start, self._bucket_bytes = now, size
             ahead = size / rate
         if ahead > 0 and self._stop.wait(ahead):
-            raise _Stopped
+            raise StopRequested
