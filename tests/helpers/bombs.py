@@ -15,6 +15,8 @@ from collections.abc import Callable
 import crc32c
 import lz4.frame
 
+from moldau.log.records_writer import zigzag_varint
+
 if sys.version_info >= (3, 14):
     from compression import zstd
 else:
@@ -23,16 +25,6 @@ else:
 GZIP, LZ4, ZSTD = 1, 3, 4
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _MIB = 1 << 20
-
-
-def _varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
 
 
 def _compressor(codec: int) -> tuple[Callable[[bytes], bytes], Callable[[], bytes]]:
@@ -55,11 +47,12 @@ def _compressor(codec: int) -> tuple[Callable[[bytes], bytes], Callable[[], byte
 
 def bomb_batch(codec: int, value_size: int, *, key: bytes = b"k", timestamp: int = 1_000) -> bytes:
     """One batch of one record (``key``, ``value_size`` zeros), compressed with ``codec``."""
-    head = b"\x00" + _varint(0) + _varint(0) + _varint(len(key)) + key + _varint(value_size)
-    tail = _varint(0)  # no headers
+    head = (b"\x00" + zigzag_varint(0) + zigzag_varint(0) + zigzag_varint(len(key)) + key
+            + zigzag_varint(value_size))
+    tail = zigzag_varint(0)  # no headers
     body_length = len(head) + value_size + len(tail)
     compress, flush = _compressor(codec)
-    parts = [compress(_varint(body_length) + head)]
+    parts = [compress(zigzag_varint(body_length) + head)]
     zeros = bytes(_MIB)
     left = value_size
     while left:

@@ -32,6 +32,7 @@ from moldau.protocol.frames import FrameError
 from moldau.protocol.validate import (
     MAX_ARRAY_ELEMENTS,
     InvalidRequest,
+    encode_uvarint,
     validate_request,
 )
 
@@ -44,15 +45,6 @@ VERSIONS = [(api.key, v) for api in SUPPORTED.values()
 IDS = [f"{SUPPORTED[k].name}-v{v}" for k, v in VERSIONS]
 FLEXIBLE = [(k, v) for k, v in VERSIONS if codec.is_flexible(k, v)]
 HUGE_VARINT = b"\xff\xff\xff\xff\x0f"  # 2**32 - 1: 4,294,967,294 elements or bytes
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 @pytest.mark.parametrize(("api_key", "version"), VERSIONS, ids=IDS)
@@ -102,7 +94,7 @@ def _oversized(api_key: int, version: int) -> list[tuple[str, bytes]]:
         if field.flexible or field.tagged:
             left = len(body) - p - 1
             cases.append((f"{name}=2**32-2", body[:p] + HUGE_VARINT + body[p + 1:]))
-            cases.append((f"{name}=left+1", body[:p] + _uvarint(left + 2) + body[p + 1:]))
+            cases.append((f"{name}=left+1", body[:p] + encode_uvarint(left + 2) + body[p + 1:]))
         elif field.kind == "string":
             start, left = p - 1, len(body) - p - 1
             for value in (0x7FFF, left + 1):
@@ -161,7 +153,7 @@ def test_strings_over_32767_bytes_are_refused(api_key: int, version: int) -> Non
 def test_array_over_a_million_elements_is_refused() -> None:
     # Metadata v12 with 1,000,001 topics of 18 bytes would need an 18 MB frame; the count
     # alone is refused before anything is read.
-    body = _uvarint(MAX_ARRAY_ELEMENTS + 2) + b"\x00" * (18 * (MAX_ARRAY_ELEMENTS + 1) + 3)
+    body = encode_uvarint(MAX_ARRAY_ELEMENTS + 2) + b"\x00" * (18 * (MAX_ARRAY_ELEMENTS + 1) + 3)
     with pytest.raises(InvalidRequest, match="at most 1000000"):
         validate_request(3, 12, body, 0)
 
@@ -184,7 +176,7 @@ def test_too_many_and_unknown_tagged_fields_are_refused() -> None:
     # Metadata v12: null topics, two booleans, then the tagged-field section.
     head = b"\x00\x01\x00"
     with pytest.raises(InvalidRequest, match="tagged fields"):
-        validate_request(3, 12, head + _uvarint(10_001) + b"\x00\x00" * 10_001, 0)
+        validate_request(3, 12, head + encode_uvarint(10_001) + b"\x00\x00" * 10_001, 0)
     # Fetch v12 knows tag 0 (cluster_id) at the top level; the body ends with its section.
     plain = encode(dataclasses.replace(build(load_request_schema(1, 12)), cluster_id=None))
     assert plain.endswith(b"\x00")
@@ -237,7 +229,7 @@ def test_header_with_too_many_tagged_fields_is_refused() -> None:
     from moldau.protocol.frames import skip_tagged_fields
 
     with pytest.raises(FrameError, match="tagged fields"):
-        skip_tagged_fields(_uvarint(10_001) + b"\x00\x00" * 10_001, 0)
+        skip_tagged_fields(encode_uvarint(10_001) + b"\x00\x00" * 10_001, 0)
 
 
 def test_truncated_bodies_are_refused_everywhere() -> None:

@@ -30,6 +30,7 @@ the request, never per record: Produce's records field is an opaque length-prefi
 from __future__ import annotations
 
 import dataclasses
+import io
 import struct
 from collections.abc import Callable
 from functools import cache
@@ -47,6 +48,8 @@ from kio.serial._introspect import (
     get_schema_field_type,
     is_optional,
 )
+from kio.serial.writers import write_unsigned_varint
+from kio.static.primitive import uvarint
 
 from .frames import MAX_TAGGED_FIELDS, FrameError
 
@@ -116,7 +119,7 @@ def _without(buf: Any, offset: int, end: int, strips: list[Strip]) -> bytes:
     last = offset
     for count_start, count_end, count, fields in sorted(strips):
         out += buf[last:count_start]
-        out += _encode_uvarint(count)
+        out += encode_uvarint(count)
         last = count_end
         for start, stop in fields:
             out += buf[last:start]
@@ -125,13 +128,11 @@ def _without(buf: Any, offset: int, end: int, strips: list[Strip]) -> bytes:
     return bytes(out)
 
 
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+def encode_uvarint(value: int) -> bytes:
+    """An unsigned varint as the protocol writes counts (kio's writer, into bytes)."""
+    buf = io.BytesIO()
+    write_unsigned_varint(buf, uvarint(value))
+    return buf.getvalue()
 
 
 @cache
