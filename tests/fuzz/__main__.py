@@ -35,13 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-bound-mb", type=float, default=RSS_BOUND_MB)
     parser.add_argument("--without", action="append", default=[], choices=sorted(DEFAULT_WEIGHTS),
                         help="leave out a mutation kind (repeatable)")
+    parser.add_argument("--skip-api", type=int, action="append", default=[],
+                        help="leave an API key out of the corpus (repeatable), e.g. 37")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the broker keeps its data and logs (default: a temp dir)")
     args = parser.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="moldau-fuzz-"))
     weights = {k: (0 if k in args.without else w) for k, w in DEFAULT_WEIGHTS.items()}
     config = FuzzConfig(frames=args.frames, seconds=args.seconds, seed=args.seed,
-                        connections=args.connections, weights=weights)
+                        connections=args.connections, weights=weights,
+                        skip_apis=frozenset(args.skip_api))
     broker = BrokerProcess(workdir, overrides=TEST_BROKER_OVERRIDES).start()
     try:
         report = run_fuzz(broker, config)
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = report.summary()
     summary["broker_log"] = str(broker.stderr_path)
     summary["rss_bound_mb"] = args.rss_bound_mb
+    summary["skipped_apis"] = sorted(args.skip_api)
     for line in report.bad_log_lines[:20]:
         print(line, file=sys.stderr)
     if report.recent_frames:

@@ -195,19 +195,27 @@ def build_seed(gen: RequestGenerator, api_key: int, version: int, correlation_id
 BIG_APIS = (0, 1, 2, 3, 8, 9, 15, 16, 20, 21, 23, 32, 35, 42, 47)
 
 
-def build_big_corpus(seed: int, elements: int = 5000) -> list[Seed]:
+def build_big_corpus(seed: int, elements: int = 5000, skip: frozenset[int] = frozenset()
+                     ) -> list[Seed]:
     """One request per API in :data:`BIG_APIS` (its newest version) with ``elements``-long
     arrays, reproducible."""
     gen = RequestGenerator(random.Random(seed), big=elements)
-    return [build_seed(gen, key, SUPPORTED[key].max_version, 1) for key in BIG_APIS]
+    return [build_seed(gen, key, SUPPORTED[key].max_version, 1) for key in BIG_APIS
+            if key not in skip]
 
 
-def build_corpus(seed: int, variants: int = 4) -> list[Seed]:
-    """``variants`` random valid requests for each advertised API version, reproducible."""
+def build_corpus(seed: int, variants: int = 4, skip: frozenset[int] = frozenset()
+                 ) -> list[Seed]:
+    """``variants`` random valid requests for each advertised API version, reproducible.
+
+    ``skip``: API keys left out (to fuzz the rest while a known bug in one is being fixed).
+    """
     gen = RequestGenerator(random.Random(seed))
     corpus = []
     correlation = 0
     for api_key, version in advertised():
+        if api_key in skip:
+            continue
         for _ in range(variants):
             correlation += 1
             corpus.append(build_seed(gen, api_key, version, correlation))

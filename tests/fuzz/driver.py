@@ -74,6 +74,7 @@ class FuzzConfig:
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     produce_rate: float = 200.0  # records per second from the well-behaved producer
     variants: int = 4  # seed requests per API version
+    skip_apis: frozenset[int] = frozenset()  # API keys left out of the corpus
 
 
 @dataclass
@@ -303,8 +304,9 @@ class Fuzzer:
         self.broker = broker
         self.config = config
         self.report = report
-        self.corpus = build_corpus(config.seed, config.variants)
-        self.big = build_big_corpus(config.seed) if config.weights.get("big") else []
+        self.corpus = build_corpus(config.seed, config.variants, config.skip_apis)
+        self.big = (build_big_corpus(config.seed, skip=config.skip_apis)
+                    if config.weights.get("big") else [])
         self.kinds: collections.Counter[str] = collections.Counter()
         self.recent: dict[int, collections.deque[Mutant]] = {}
         self._deadline = 0.0
