@@ -34,13 +34,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--only", choices=sorted(DEFAULT_WEIGHTS),
                         help="send only this mutation kind (e.g. big: 5,000-partition requests)")
+    parser.add_argument("--skip-api", type=int, action="append", default=[],
+                        help="leave an API key out of the fuzz corpus (repeatable)")
     parser.add_argument("--warn-ms", type=int, default=1000,
                         help="moldau.loop.stall.warn.ms of the broker under test")
     args = parser.parse_args(argv)
     weights = {k: (0 if k in args.without or args.only not in (None, k) else w)
                for k, w in DEFAULT_WEIGHTS.items()}
     config = FuzzConfig(frames=10**9, seconds=args.seconds, seed=args.seed, weights=weights,
-                        connections=args.connections)
+                        connections=args.connections, skip_apis=frozenset(args.skip_api))
     workdir = Path(tempfile.mkdtemp(prefix="moldau-loop-stall-"))
     broker = BrokerProcess(workdir, overrides=(
         *TEST_BROKER_OVERRIDES, f"moldau.loop.stall.warn.ms={args.warn_ms}")).start()
