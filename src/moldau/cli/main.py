@@ -15,6 +15,7 @@ from .log_tools import log_group
 from .pipeline import pipeline_group
 from .produce import produce
 from .topic import topic_group
+from .verify import verify
 
 
 def _client_versions() -> str:
@@ -55,6 +56,7 @@ cli.add_command(consume)
 cli.add_command(group_group)
 cli.add_command(pipeline_group)
 cli.add_command(log_group)
+cli.add_command(verify)
 
 
 def main() -> None:

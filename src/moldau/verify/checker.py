@@ -1,0 +1,222 @@
+"""Pure analysis of a :class:`History`: which guarantees did the cluster break?
+
+No broker is needed here, so every kind of anomaly is unit-tested on synthetic histories.
+The kinds, as a user of acks=all expects them to hold:
+
+- lost: acknowledged, never read at any offset;
+- duplicated: one sent value read at two different offsets;
+- reordered: within a partition, a producer's values read in another order than it sent them
+  (idempotent producers keep send order per partition, even with 5 requests in flight);
+- inconsistent: one offset read with two different values (across consumers or reads), an
+  acknowledged offset that holds another value, or a value read elsewhere than acknowledged;
+- unexpected: a value carrying this run's id that no producer ever sent.
+
+Sends that were not acknowledged are indeterminate: they may be missing or present, and are
+only counted. Records of other writers (values without this run's id) are counted as foreign.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .history import History, ValueId, decode_value
+
+Location = tuple[int, int]  # (partition, offset)
+
+
+class Lost(NamedTuple):
+    value: ValueId
+    partition: int
+    offset: int
+
+
+class Duplicated(NamedTuple):
+    value: ValueId
+    locations: tuple[Location, ...]
+
+
+class Reordered(NamedTuple):
+    partition: int
+    producer: int
+    offset: int
+    seq: int
+    #: The highest sequence number of this producer read at a lower offset of the partition.
+    after_seq: int
+
+
+class Inconsistent(NamedTuple):
+    partition: int
+    offset: int
+    reason: str
+
+
+class Unexpected(NamedTuple):
+    value: ValueId
+    partition: int
+    offset: int
+
+
+@dataclass
+class Verdict:
+    """Counts and anomalies of one run; ``clean`` when no anomaly of any kind was found."""
+
+    sent: int = 0
+    acked: int = 0
+    failed: int = 0
+    #: Failed sends that were read back anyway (allowed: the outcome of a failed send is open).
+    failed_but_read: int = 0
+    records_read: int = 0
+    values_read: int = 0
+    foreign: int = 0
+    read_errors: int = 0
+    read_complete: bool = True
+    produce_seconds: float = 0.0
+    read_seconds: float = 0.0
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    lost: list[Lost] = field(default_factory=list)
+    duplicated: list[Duplicated] = field(default_factory=list)
+    reordered: list[Reordered] = field(default_factory=list)
+    inconsistent: list[Inconsistent] = field(default_factory=list)
+    unexpected: list[Unexpected] = field(default_factory=list)
+
+    ANOMALY_KINDS = ("lost", "duplicated", "reordered", "inconsistent", "unexpected")
+
+    @property
+    def anomaly_counts(self) -> dict[str, int]:
+        return {kind: len(getattr(self, kind)) for kind in self.ANOMALY_KINDS}
+
+    @property
+    def clean(self) -> bool:
+        return not any(self.anomaly_counts.values())
+
+    #: Acks of sends made after the clock started (the warm-up sends are not timed).
+    timed_acks: int = 0
+
+    @property
+    def acked_per_second(self) -> float:
+        return self.timed_acks / self.produce_seconds if self.produce_seconds > 0 else 0.0
+
+
+def percentiles(samples: list[float], points: tuple[float, ...] = (50, 95, 99)) -> dict[str, float]:
+    """Nearest-rank percentiles (and the maximum) of ``samples``; empty when there are none."""
+    if not samples:
+        return {}
+    ordered = sorted(samples)
+    result = {f"p{p:g}": ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)] for p in points}
+    result["max"] = ordered[-1]
+    return result
+
+
+def check(history: History) -> Verdict:
+    """Analyse ``history``; every list in the verdict is sorted, so output is stable."""
+    timed = [a.latency_s * 1000 for a in history.acks if a.latency_s >= 0]
+    verdict = Verdict(
+        timed_acks=len(timed),
+        sent=len(history.sent),
+        acked=len(history.acks),
+        failed=len(history.failures),
+        records_read=len(history.reads),
+        read_errors=len(history.read_errors),
+        read_complete=history.read_complete,
+        produce_seconds=history.produce_seconds,
+        read_seconds=history.read_seconds,
+        # Warm-up sends (before the clock started) carry a negative latency: not measured.
+        latency_ms=percentiles(timed),
+    )
+    # What was read where: raw values per offset, and every location of each of our values.
+    at_offset: dict[Location, set[bytes | None]] = defaultdict(set)
+    ours_at: dict[Location, ValueId] = {}
+    locations: dict[ValueId, set[Location]] = defaultdict(set)
+    for read in history.reads:
+        where = (read.partition, read.offset)
+        at_offset[where].add(read.value)
+        decoded = decode_value(read.value)
+        if decoded is None or decoded[0] != history.run_id:
+            continue
+        ident = (decoded[1], decoded[2])
+        ours_at.setdefault(where, ident)
+        locations[ident].add(where)
+
+    verdict.foreign = sum(1 for where in at_offset if where not in ours_at)
+    verdict.values_read = len(locations)
+
+    for where in sorted(at_offset):
+        values = at_offset[where]
+        if len(values) > 1:
+            shown = ", ".join(sorted(_show(v, history.run_id) for v in values))
+            verdict.inconsistent.append(
+                Inconsistent(*where, f"read with {len(values)} different values: {shown}"))
+
+    _check_acks(history, locations, ours_at, verdict)
+    failed_values = {failure.value for failure in history.failures}
+    verdict.failed_but_read = sum(1 for value in failed_values if value in locations)
+
+    for ident in sorted(locations):
+        where_all = locations[ident]
+        if len(where_all) > 1:
+            verdict.duplicated.append(Duplicated(ident, tuple(sorted(where_all))))
+        if ident not in history.sent:
+            verdict.unexpected.extend(Unexpected(ident, *w) for w in sorted(where_all))
+    verdict.reordered = _reorderings(ours_at)
+    return verdict
+
+
+def _check_acks(history: History, locations: dict[ValueId, set[Location]],
+                ours_at: dict[Location, ValueId], verdict: Verdict) -> None:
+    """Lost and inconsistent acknowledgements: each acked value must be read where acked."""
+    acked_at: dict[Location, ValueId] = {}
+    for ack in sorted(history.acks, key=lambda a: (a.partition, a.offset, a.value)):
+        where = (ack.partition, ack.offset)
+        other = acked_at.setdefault(where, ack.value)
+        if other != ack.value:
+            verdict.inconsistent.append(Inconsistent(
+                *where, f"acknowledged for two values: {_ident(other)} and {_ident(ack.value)}"))
+        found = locations.get(ack.value)
+        if not found:
+            verdict.lost.append(Lost(ack.value, *where))
+        elif where in ours_at and ours_at[where] != ack.value:
+            verdict.inconsistent.append(Inconsistent(
+                *where, f"acknowledged for {_ident(ack.value)} but holds "
+                        f"{_ident(ours_at[where])}"))
+        elif where not in found:
+            elsewhere = ", ".join(f"{p}:{o}" for p, o in sorted(found))
+            verdict.inconsistent.append(Inconsistent(
+                *where, f"acknowledged for {_ident(ack.value)}, which was read at {elsewhere}"))
+
+
+def _reorderings(ours_at: dict[Location, ValueId]) -> list[Reordered]:
+    """Per partition in offset order, each producer's sequence numbers must only grow.
+
+    Only the first occurrence of a value counts: a later duplicate is reported as duplicated,
+    not once more as out of order.
+    """
+    result: list[Reordered] = []
+    highest: dict[tuple[int, int], int] = {}
+    seen: set[ValueId] = set()
+    for (partition, offset), (producer, seq) in sorted(ours_at.items()):
+        if (producer, seq) in seen:
+            continue
+        seen.add((producer, seq))
+        key = (partition, producer)
+        top = highest.get(key)
+        if top is not None and seq < top:
+            result.append(Reordered(partition, producer, offset, seq, top))
+        else:
+            highest[key] = seq
+    return result
+
+
+def _ident(value: ValueId) -> str:
+    return f"producer {value[0]} seq {value[1]}"
+
+
+def _show(value: bytes | None, run_id: str) -> str:
+    decoded = decode_value(value)
+    if decoded is not None and decoded[0] == run_id:
+        return _ident((decoded[1], decoded[2]))
+    if value is None:
+        return "null"
+    return repr(value[:40])

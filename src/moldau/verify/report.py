@@ -1,0 +1,108 @@
+"""Rendering a :class:`Verdict` for people (text) and for programs (JSON).
+
+Counts are always exact; the lists of anomalies are cut to ``max_examples`` per kind, because
+a run that lost a million records needs the number and a few examples, not a million lines.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .checker import Verdict
+from .history import History
+
+_KIND_HEADERS = {
+    "lost": "acknowledged, never read",
+    "duplicated": "one value read at several offsets",
+    "reordered": "a producer's values out of send order within a partition",
+    "inconsistent": "an offset with two values, or an ack the log contradicts",
+    "unexpected": "values of this run that were never sent",
+}
+
+
+def _example(kind: str, item: Any) -> str:
+    if kind == "lost":
+        value = f"producer {item.value[0]} seq {item.value[1]}"
+        return f"{value} acked at {item.partition}:{item.offset}"
+    if kind == "duplicated":
+        where = ", ".join(f"{p}:{o}" for p, o in item.locations)
+        return f"producer {item.value[0]} seq {item.value[1]} at {where}"
+    if kind == "reordered":
+        return (f"partition {item.partition} offset {item.offset}: producer {item.producer} "
+                f"seq {item.seq} after seq {item.after_seq}")
+    if kind == "inconsistent":
+        return f"{item.partition}:{item.offset} {item.reason}"
+    return f"producer {item.value[0]} seq {item.value[1]} at {item.partition}:{item.offset}"
+
+
+def as_dict(verdict: Verdict, history: History, settings: dict[str, Any],
+            max_examples: int) -> dict[str, Any]:
+    """The whole verdict as JSON-ready data (``examples`` cut to ``max_examples`` per kind)."""
+    return {
+        "clean": verdict.clean,
+        "run_id": history.run_id,
+        "topic": history.topic,
+        "partitions": history.partitions,
+        "settings": settings,
+        "sent": verdict.sent,
+        "acked": verdict.acked,
+        "failed": verdict.failed,
+        "failed_but_read": verdict.failed_but_read,
+        "records_read": verdict.records_read,
+        "values_read": verdict.values_read,
+        "foreign": verdict.foreign,
+        "read_errors": verdict.read_errors,
+        "read_complete": verdict.read_complete,
+        "produce_seconds": round(verdict.produce_seconds, 3),
+        "read_seconds": round(verdict.read_seconds, 3),
+        "timed_acks": verdict.timed_acks,
+        "acked_per_second": round(verdict.acked_per_second, 1),
+        "ack_latency_ms": {k: round(v, 3) for k, v in verdict.latency_ms.items()},
+        "nemesis": [{"at_s": round(e.at_s, 3), "event": e.description}
+                    for e in history.nemesis_events],
+        "anomalies": verdict.anomaly_counts,
+        "examples": {kind: [_example(kind, item) for item in getattr(verdict, kind)[:max_examples]]
+                     for kind in Verdict.ANOMALY_KINDS},
+    }
+
+
+def as_json(verdict: Verdict, history: History, settings: dict[str, Any],
+            max_examples: int) -> str:
+    return json.dumps(as_dict(verdict, history, settings, max_examples), indent=2)
+
+
+def as_text(verdict: Verdict, history: History, settings: dict[str, Any],
+            max_examples: int) -> str:
+    """A few lines of figures, then each anomaly kind found with up to ``max_examples``."""
+    shown = ", ".join(f"{k}={v}" for k, v in settings.items())
+    lat = verdict.latency_ms
+    latency = ("  ".join(f"{k} {v:.1f} ms" for k, v in lat.items()) if lat else "none timed")
+    lines = [
+        f"moldau verify run {history.run_id}: topic {history.topic} "
+        f"({history.partitions} partitions); {shown}",
+        f"produced: {verdict.sent} sent, {verdict.acked} acked, {verdict.failed} failed "
+        f"in {verdict.produce_seconds:.2f} s ({verdict.acked_per_second:.0f} acked records/s)",
+        f"ack latency: {latency}",
+        f"read: {verdict.records_read} records, {verdict.values_read} distinct values of this "
+        f"run, {verdict.foreign} foreign, in {verdict.read_seconds:.2f} s; "
+        + ("every partition read to its acknowledged end" if verdict.read_complete
+           else "read timeout before the acknowledged end of every partition"),
+        f"indeterminate: {verdict.failed} failed sends, {verdict.failed_but_read} of them read",
+    ]
+    if verdict.read_errors:
+        lines.append(f"read errors: {verdict.read_errors} (first: {history.read_errors[0]})")
+    for event in history.nemesis_events:
+        lines.append(f"nemesis at {event.at_s:.1f} s: {event.description}")
+    counts = verdict.anomaly_counts
+    lines.append("anomalies: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    for kind in Verdict.ANOMALY_KINDS:
+        items = getattr(verdict, kind)
+        if not items:
+            continue
+        lines.append(f"{kind} ({_KIND_HEADERS[kind]}): {len(items)}")
+        lines.extend(f"  {_example(kind, item)}" for item in items[:max_examples])
+        if len(items) > max_examples:
+            lines.append(f"  ... {len(items) - max_examples} more")
+    lines.append("result: " + ("clean" if verdict.clean else "ANOMALIES FOUND"))
+    return "\n".join(lines)

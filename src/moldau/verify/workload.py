@@ -1,0 +1,301 @@
+"""The verify workload: producers send unique values, then consumers read everything back.
+
+Producers and consumers are confluent-kafka clients in threads of their own (librdkafka does
+the I/O in its own threads; Python only creates values and records reports). Every loop is
+bounded: producers stop after their share of ``records`` or at ``duration_s``, the final
+flush waits at most ``flush_timeout_s``, and consumers stop when they have seen the end of
+every partition at or past its highest acknowledged offset, or at ``read_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from .history import Ack, Failure, History, NemesisEvent, Read, ValueId, encode_value
+from .nemesis import Nemesis, NemesisContext
+
+
+@dataclass
+class WorkloadConfig:
+    """One run's shape. ``client_config`` holds bootstrap.servers and shared client settings."""
+
+    client_config: dict[str, Any]
+    topic: str
+    producers: int = 2
+    consumers: int = 2
+    records: int | None = None
+    duration_s: float | None = None
+    #: Total target rate over all producers (records/s); 0 sends as fast as the cluster takes.
+    rate: float = 0.0
+    value_size: int = 64
+    acks: str = "all"
+    idempotence: bool = True
+    isolation_level: str = "read_uncommitted"
+    flush_timeout_s: float = 30.0
+    read_timeout_s: float = 30.0
+    timeout_s: float = 10.0
+    run_id: str = field(default_factory=lambda: secrets.token_hex(4))
+    extra_producer_config: dict[str, Any] = field(default_factory=dict)
+
+    def share(self, producer: int) -> int | None:
+        """How many records producer number ``producer`` sends (None: until the deadline)."""
+        if self.records is None:
+            return None
+        base, extra = divmod(self.records, self.producers)
+        return base + (1 if producer < extra else 0)
+
+
+def partition_count(config: WorkloadConfig) -> int:
+    """The topic's partition count from metadata; KafkaException when it is unknown."""
+    probe = Consumer({**config.client_config, "group.id": f"moldau-verify-{config.run_id}"})
+    try:
+        metadata = probe.list_topics(config.topic, timeout=config.timeout_s)
+        found = metadata.topics.get(config.topic)
+        if found is None or found.error is not None or not found.partitions:
+            missing = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+            raise KafkaException(found.error if found is not None else missing)
+        return len(found.partitions)
+    finally:
+        probe.close()
+
+
+def end_offsets(config: WorkloadConfig, partitions: int) -> dict[int, int]:
+    """Each partition's end offset now: where this run's records will start."""
+    probe = Consumer({**config.client_config, "group.id": f"moldau-verify-{config.run_id}"})
+    try:
+        return {p: probe.get_watermark_offsets(TopicPartition(config.topic, p),
+                                               timeout=config.timeout_s)[1]
+                for p in range(partitions)}
+    finally:
+        probe.close()
+
+
+class _StartClock:
+    """Starts the timed phase when every producer is warmed up (a barrier with a clock)."""
+
+    def __init__(self, producers: int, duration_s: float | None) -> None:
+        self.duration_s = duration_s
+        self.began = 0.0
+        self.deadline = float("inf")
+        self._barrier = threading.Barrier(producers + 1, action=self._start)
+
+    def _start(self) -> None:
+        self.began = time.monotonic()
+        if self.duration_s is not None:
+            self.deadline = self.began + self.duration_s
+
+    def wait(self) -> None:
+        self._barrier.wait()
+
+
+class _ProducerWorker:
+    """One idempotent producer: sends its share, records every delivery report."""
+
+    def __init__(self, number: int, config: WorkloadConfig, clock: _StartClock) -> None:
+        self.number = number
+        self.config = config
+        self.clock = clock
+        self.sent: list[ValueId] = []
+        self.sent_at: list[float] = []
+        self.acks: list[Ack] = []
+        self.failures: list[Failure] = []
+
+    def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
+        seq = int(message.value().split(b":", 4)[3])  # type: ignore[union-attr]
+        ident = (self.number, seq)
+        if error is not None:
+            self.failures.append(Failure(ident, error.str()))
+            return
+        sent_at = self.sent_at[seq]
+        latency = time.monotonic() - sent_at if sent_at >= 0 else -1.0
+        self.acks.append(Ack(ident, message.partition() or 0, message.offset() or 0, latency))
+
+    def run(self) -> None:
+        cfg = self.config
+        producer = Producer({
+            **cfg.client_config,
+            "client.id": f"moldau-verify-{cfg.run_id}-p{self.number}",
+            "acks": cfg.acks,
+            "enable.idempotence": cfg.idempotence,
+            "linger.ms": 5,
+            "message.timeout.ms": max(1000, int(cfg.flush_timeout_s * 1000)),
+            **cfg.extra_producer_config,
+        })
+        quota = cfg.share(self.number)
+        interval = cfg.producers / cfg.rate if cfg.rate > 0 else 0.0
+        seq = 0
+        if quota != 0:
+            # An idempotent producer first fetches its producer id (librdkafka takes ~0.5 s);
+            # one record sent and flushed before the clock starts keeps that out of the figures.
+            self.sent_at.append(-1.0)
+            producer.produce(cfg.topic, encode_value(cfg.run_id, self.number, 0, cfg.value_size),
+                             on_delivery=self._on_delivery)
+            self.sent.append((self.number, 0))
+            seq = 1
+            producer.flush(cfg.flush_timeout_s)
+        self.clock.wait()
+        while (quota is None or seq < quota) and time.monotonic() < self.clock.deadline:
+            if interval:
+                wait = self.clock.began + (seq - 1) * interval - time.monotonic()
+                if wait > 0:
+                    producer.poll(min(wait, 0.1))
+                    continue
+            value = encode_value(cfg.run_id, self.number, seq, cfg.value_size)
+            self.sent_at.append(time.monotonic())
+            try:
+                producer.produce(cfg.topic, value, on_delivery=self._on_delivery)
+            except BufferError:
+                self.sent_at.pop()
+                producer.poll(0.05)
+                continue
+            except KafkaException as exc:
+                self.failures.append(Failure((self.number, seq), str(exc)))
+            self.sent.append((self.number, seq))
+            seq += 1
+            producer.poll(0)
+        producer.flush(cfg.flush_timeout_s)
+        # What is still queued now gets a purge error in its report: indeterminate, as a failure.
+        producer.purge()
+        producer.flush(1.0)
+
+
+class _ConsumerWorker:
+    """Reads every partition from the run's start offsets to at least the acknowledged end."""
+
+    def __init__(self, number: int, config: WorkloadConfig, history: History,
+                 targets: dict[int, int], deadline: float) -> None:
+        self.number = number
+        self.config = config
+        self.history = history
+        self.targets = targets
+        self.deadline = deadline
+        self.reads: list[Read] = []
+        self.errors: list[str] = []
+        self.complete = False
+
+    def run(self) -> None:
+        cfg = self.config
+        consumer = Consumer({
+            **cfg.client_config,
+            "client.id": f"moldau-verify-{cfg.run_id}-c{self.number}",
+            "group.id": f"moldau-verify-{cfg.run_id}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            # Records deleted below our start (retention, DeleteRecords) move us to the log start.
+            "auto.offset.reset": "earliest",
+            "isolation.level": cfg.isolation_level,
+            "fetch.wait.max.ms": 100,
+        })
+        pending = set(range(self.history.partitions))
+        consumer.assign([TopicPartition(cfg.topic, p, self.history.start_offsets.get(p, 0))
+                         for p in pending])
+        try:
+            while pending and time.monotonic() < self.deadline:
+                for message in consumer.consume(1000, timeout=0.2):
+                    error = message.error()
+                    # Both are set on records and on end-of-partition events.
+                    partition, offset = message.partition() or 0, message.offset() or 0
+                    if error is None:
+                        self.reads.append(Read(self.number, partition, offset, message.value()))
+                    elif error.code() == KafkaError._PARTITION_EOF:
+                        if offset >= self.targets.get(partition, 0):
+                            pending.discard(partition)
+                    else:
+                        self.errors.append(f"consumer {self.number}: {error.str()}")
+            self.complete = not pending
+        finally:
+            consumer.close()
+
+
+def _start_threads(workers: list[Any], name: str) -> list[threading.Thread]:
+    threads = [threading.Thread(target=w.run, name=f"{name}-{i}", daemon=True)
+               for i, w in enumerate(workers)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+class _NemesisRunner:
+    """Calls ``nemesis.strike`` on a timer while producers run; records each event."""
+
+    def __init__(self, nemesis: Nemesis, ctx: NemesisContext, began: float) -> None:
+        self.nemesis = nemesis
+        self.ctx = ctx
+        self.began = began
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="nemesis", daemon=True)
+
+    def record(self, hook: Callable[[NemesisContext], str | None]) -> None:
+        try:
+            said = hook(self.ctx)
+        except Exception as exc:  # a failed fault is reported, the run goes on
+            said = f"{self.nemesis.name} failed: {exc}"
+        if said:
+            self.ctx.history.nemesis_events.append(
+                NemesisEvent(time.monotonic() - self.began, said))
+
+    def _loop(self) -> None:
+        interval = self.nemesis.interval_s
+        while interval and not self.stop.wait(interval):
+            self.record(self.nemesis.strike)
+
+    def __enter__(self) -> _NemesisRunner:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.record(self.nemesis.heal)
+
+
+def run_workload(config: WorkloadConfig, nemesis: Nemesis | None = None) -> History:
+    """Produce, let the nemesis act, read back; return everything observed.
+
+    The topic must exist. ``KafkaException`` escapes only from the set-up (metadata, start
+    offsets); once records flow, client errors are recorded in the history instead.
+    """
+    if config.records is None and config.duration_s is None:
+        raise ValueError("a run needs records or duration_s: every load loop must end")
+    nemesis = nemesis or Nemesis()
+    partitions = partition_count(config)
+    history = History(config.run_id, config.topic, partitions,
+                      start_offsets=end_offsets(config, partitions))
+    ctx = NemesisContext(config.topic, dict(config.client_config), history, config.timeout_s)
+    clock = _StartClock(config.producers, config.duration_s)
+    producers = [_ProducerWorker(i, config, clock) for i in range(config.producers)]
+    threads = _start_threads(producers, "verify-producer")
+    clock.wait()
+    with _NemesisRunner(nemesis, ctx, clock.began) as runner:
+        for thread in threads:
+            thread.join()
+        history.produce_seconds = time.monotonic() - clock.began
+    for worker in producers:
+        history.sent.update(worker.sent)
+        history.acks.extend(worker.acks)
+        history.failures.extend(worker.failures)
+    runner.record(nemesis.before_read)
+
+    targets: dict[int, int] = defaultdict(int)
+    for ack in history.acks:
+        targets[ack.partition] = max(targets[ack.partition], ack.offset + 1)
+    read_began = time.monotonic()
+    consumers = [_ConsumerWorker(i, config, history, targets, read_began + config.read_timeout_s)
+                 for i in range(config.consumers)]
+    for thread in _start_threads(consumers, "verify-consumer"):
+        thread.join()
+    history.read_seconds = time.monotonic() - read_began
+    for reader in consumers:
+        history.reads.extend(reader.reads)
+        history.read_errors.extend(reader.errors)
+    history.read_complete = all(reader.complete for reader in consumers)
+    return history
