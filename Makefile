@@ -20,7 +20,7 @@ FUZZ_FRAMES ?= 1000000
 FUZZ_SECONDS ?= 3600
 FUZZ_SEED ?= 1
 
-.PHONY: run test lint bench fuzz pipeline apt-deps clean-venv
+.PHONY: run test lint bench fuzz pipeline verify apt-deps clean-venv
 
 run: $(RUN_STAMP)
 	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA)
@@ -61,6 +61,15 @@ pipeline: $(TEST_STAMP) apt-deps
 	$(BIN)/moldau pipeline activity -b 127.0.0.1:$(PORT) $(PIPELINE_ARGS); status=$$?; \
 	echo "make pipeline: the pipeline exited ($$status); stopping the broker (pid $$broker)"; \
 	kill $$broker 2>/dev/null; wait $$broker; trap - EXIT; exit $$status
+
+# `moldau verify` (docs/architecture.md): against the broker on $(PORT) when one listens there,
+# otherwise against a broker the tool starts itself (temporary data), which its kill nemesis
+# kill -9s and restarts during the run. Bounded by --duration; exit 1 when anomalies are found.
+VERIFY_ARGS ?= --duration 30 --rate 5000
+verify: $(RUN_STAMP)
+	@if $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', $(PORT)), 1)" 2>/dev/null; \
+	then $(BIN)/moldau verify -b 127.0.0.1:$(PORT) $(VERIFY_ARGS); \
+	else $(BIN)/moldau verify --local-broker --nemesis kill $(VERIFY_ARGS); fi
 
 # The venv: Debian's python3 needs python3-venv for ensurepip; install it when we can.
 $(BIN)/python:

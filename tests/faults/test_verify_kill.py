@@ -49,3 +49,18 @@ def test_verify_reports_no_loss_across_a_kill9_and_restart(make_broker: Any) -> 
     assert report["values_read"] >= report["acked"]
     # The outage fell inside the timed produce phase: some acks waited for the restart.
     assert broker.runs == 2 and report["ack_latency_ms"]["max"] > 400, report
+
+
+def test_the_kill_nemesis_kills_and_restarts_its_own_broker_with_no_loss() -> None:
+    result = subprocess.run(
+        [moldau_executable(), "verify", "--local-broker", "--nemesis", "kill",
+         "--nemesis-interval", "1.5", "--duration", "5", "--rate", "1000", "--format", "json"],
+        capture_output=True, text=True, timeout=150, check=False)
+    assert "Traceback" not in result.stderr, result.stderr
+    report = json.loads(result.stdout)
+    events = [e["event"] for e in report["nemesis"]]
+    assert events[:2] == ["kill -9 the broker", "restarted the broker"], events
+    assert events[-1] == "restarted the broker", events  # healed before the read phase
+    assert report["anomalies"] == dict.fromkeys(report["anomalies"], 0), report["examples"]
+    assert report["acked"] > 500 and report["read_complete"], report
+    assert result.returncode == 0, result.stderr

@@ -93,3 +93,5 @@ def test_user_mistakes_are_one_error_line(broker: Any, topic_name: str) -> None:
                    "cannot reach a broker")
     one_line_error(run_moldau("verify", "--topic", "bad/name", "--records", "5",
                               bootstrap=broker.bootstrap), "cannot create topic")
+    one_line_error(run_moldau("verify", "--records", "5", "--nemesis", "kill",
+                              bootstrap=broker.bootstrap), "--local-broker")
