@@ -12,8 +12,9 @@ BENCH_STAMP := $(VENV)/.stamp-bench
 # Extra arguments for `python -m bench`, e.g. `make bench BENCH_ARGS=--quick`.
 BENCH_ARGS ?=
 # Debian packages the tests call (kcat is a real-world client the tests drive; Java runs
-# Spark and PostgreSQL stores the activity pipeline's counts in tests/spark).
-APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless
+# Spark and PostgreSQL stores the activity pipeline's counts in tests/spark; zookeeper is the
+# ZooKeeper server the cluster tests start).
+APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper
 
 # `make fuzz`: the long wire-fuzz run (tests/fuzz); figures are printed as JSON at the end.
 FUZZ_FRAMES ?= 1000000

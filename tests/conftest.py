@@ -7,6 +7,10 @@
   port=None, start=True)`` gives a fresh broker with its own data directory, for
   restarts, kill -9 and special configs; all are stopped at the end of the test.
 - ``topic_name``: a topic name unique to the test; ``kcat``: path of the kcat binary.
+- ``zookeeper`` (session): one real ZooKeeper server (Debian's package), skipped with one
+  reason when it is not installed; ``zk_connect``: its connect string with a chroot unique
+  to the test (``127.0.0.1:port/moldau-<test>-<random>``), so tests never see each other's
+  znodes.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import BrokerProcess, ExternalBroker, unique_topic_name
+from tests.helpers.zookeeper import ZooKeeperServer, missing_reason
 
 # Test brokers answer group joins at once and run retention often, so tests stay short.
 TEST_BROKER_OVERRIDES = (
@@ -30,7 +35,7 @@ MakeBroker = Callable[..., BrokerProcess]
 
 # Tests are marked by the folder they live in, so `pytest -m "not integration"` runs the
 # fast unit tests alone without every module repeating a pytestmark line.
-_FOLDER_MARKS = ("integration", "faults", "spark")
+_FOLDER_MARKS = ("integration", "faults", "spark", "cluster")
 _TESTS_DIR = Path(__file__).resolve().parent
 
 
@@ -99,3 +104,22 @@ def kcat() -> str:
     if path is None:
         pytest.fail("kcat is not installed: `make test` installs it (apt-get install kcat)")
     return path
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One ZooKeeper server for the session; tests that stop or pause it bring it back."""
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper: ZooKeeperServer, request: pytest.FixtureRequest) -> str:
+    """``zookeeper.connect`` for this test: the shared server under a chroot of its own."""
+    return zookeeper.connect_string("/" + unique_topic_name("moldau-" + request.node.name))

@@ -1,0 +1,354 @@
+"""Cluster metadata in ZooKeeper, in Kafka 3.9's znode layout (see ``znodes``).
+
+``ZkMetadataStore`` offers what ``metadata.MetadataStore`` (and ``local.LocalMetadataStore``)
+offer a single node, with ZooKeeper as the source of truth, plus what a cluster needs: broker
+registration, replica assignments, partition states written conditionally on their znode
+version (a stale controller's or leader's write fails), topic deletion requests, producer-id
+blocks. Controller election is in ``controller_election``.
+
+Reads that the broker makes per request (``topics``, ``topic``, ``topic_by_id``) are answered
+from a cache kept current by ZooKeeper watches (``zk_topics``); every write goes to ZooKeeper
+first and then into the cache, so a writer reads its own writes. All calls block on
+ZooKeeper round trips: the broker is to call the writing ones off its event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
+
+from . import znodes
+from .assignment import BrokerPlacement, assign_replicas
+from .local import new_cluster_id
+from .metadata import TopicMetadata
+from .zk_session import ZkSession
+from .zk_topics import TopicCache
+
+log = logging.getLogger(__name__)
+
+
+class ZkStoreError(Exception):
+    """A ZooKeeper write that Kafka's rules refuse."""
+
+
+class TopicExistsError(ZkStoreError):
+    pass
+
+
+class StaleVersionError(ZkStoreError):
+    """A conditional write found a newer znode version: someone else wrote since we read."""
+
+
+class ControllerMovedError(ZkStoreError):
+    """A controller's fenced write found /controller_epoch changed: it is no longer controller."""
+
+
+class ZkMetadataStore:
+    """Metadata of a cluster whose brokers share one ZooKeeper (``zookeeper.connect``)."""
+
+    def __init__(self, connect: str, broker_id: int, *, session_timeout_ms: int = 18_000,
+                 connection_timeout_ms: int = 18_000, cluster_id: str | None = None,
+                 on_topic_change: Callable[[str], None] | None = None) -> None:
+        self.broker_id = broker_id
+        self.session = ZkSession(connect, session_timeout_ms=session_timeout_ms,
+                                 connection_timeout_ms=connection_timeout_ms)
+        self.client = self.session.client
+        self._proposed_cluster_id = cluster_id or new_cluster_id()
+        self.cluster_id = self._proposed_cluster_id
+        self._registration: znodes.BrokerRegistration | None = None
+        self.broker_epoch = -1
+        self._cache = TopicCache(self.client, on_change=on_topic_change)
+        self._pid_lock = threading.Lock()
+        self._pid_block: znodes.ProducerIdBlock | None = None
+        self._next_pid = 0
+
+    # --- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> ZkMetadataStore:
+        """Connect, make Kafka's persistent paths, agree on the cluster id, load the topics."""
+        self.session.start()
+        self.session.on_new_session(self._reregister)
+        for path in znodes.PERSISTENT_PATHS:
+            self.client.ensure_path(path)
+        try:
+            self.client.create(znodes.CLUSTER_ID, znodes.encode_cluster_id(
+                self._proposed_cluster_id), makepath=True)
+        except NodeExistsError:
+            self.cluster_id = znodes.decode_cluster_id(self.client.get(znodes.CLUSTER_ID)[0])
+        self._cache.start()
+        return self
+
+    def close(self) -> None:
+        """End the session: the registration (and /controller if ours) disappear at once."""
+        self._cache.stop()
+        self.session.close()
+
+    # --- broker registration ---------------------------------------------------------------
+
+    def register_broker(self, registration: znodes.BrokerRegistration) -> int:
+        """Create the ephemeral /brokers/ids/<id>; return the broker epoch (its czxid).
+
+        Registered again by itself in every new session after an expiry. A registration of
+        the same id by another live session is refused (Kafka: NodeExists at start-up).
+        """
+        self._registration = registration
+        self.broker_epoch = self._create_registration(registration)
+        return self.broker_epoch
+
+    def _create_registration(self, registration: znodes.BrokerRegistration) -> int:
+        path = znodes.broker_path(registration.broker_id)
+        data = znodes.encode_broker(registration)
+        try:
+            self.client.create(path, data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            # Ours from before a reconnect in the same session is fine; another session's not.
+            stat = self.client.exists(path)
+            if stat is None or stat.ephemeralOwner != self.session.session_id:
+                raise ZkStoreError(f"broker id {registration.broker_id} is already registered "
+                                   "in ZooKeeper by another live broker") from None
+        stat = self.client.exists(path)
+        log.info("Registered broker %d at %s, broker epoch (czxid) %d", registration.broker_id,
+                 path, stat.czxid if stat else -1)
+        return int(stat.czxid) if stat else -1
+
+    def _reregister(self) -> None:
+        if self._registration is not None:
+            self.broker_epoch = self._create_registration(self._registration)
+
+    def live_brokers(self) -> dict[int, znodes.BrokerRegistration]:
+        brokers = {}
+        for child in self.client.get_children(znodes.BROKER_IDS):
+            try:
+                data, _ = self.client.get(znodes.broker_path(int(child)))
+            except NoNodeError:
+                continue  # went away between the listing and the read
+            brokers[int(child)] = znodes.decode_broker(int(child), data)
+        return dict(sorted(brokers.items()))
+
+    # --- topics (the MetadataStore interface) ----------------------------------------------
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        return self._cache.topics
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._cache.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._cache.by_id.get(topic_id)
+
+    def assignment(self, name: str) -> dict[int, list[int]]:
+        """Replicas of each partition of ``name`` (the first is the preferred leader)."""
+        return {p: list(r) for p, r in self._cache.assignments.get(name, {}).items()}
+
+    def place_replicas(self, partitions: int, replication_factor: int, *,
+                       start_partition: int = 0) -> dict[int, list[int]]:
+        """Kafka's rack-aware placement over the live brokers."""
+        brokers = [BrokerPlacement(b, r.rack) for b, r in self.live_brokers().items()]
+        return assign_replicas(brokers, partitions, replication_factor,
+                               start_partition=start_partition)
+
+    def create_topic(self, topic: TopicMetadata,
+                     assignment: Mapping[int, Sequence[int]] | None = None,
+                     replication_factor: int = 1) -> None:
+        """Write /config/topics/<t> and /brokers/topics/<t> in one ZooKeeper transaction.
+
+        Without ``assignment`` the replicas are placed over the live brokers. Kafka writes
+        the two znodes one after the other; one transaction leaves no half-created topic.
+        """
+        replicas = dict(assignment) if assignment is not None else self.place_replicas(
+            topic.partitions, replication_factor)
+        config_path = znodes.config_path("topics", topic.name)
+        for _ in range(5):  # the config znode may appear or vanish between exists and commit
+            txn = self.client.transaction()
+            txn.create(znodes.topic_path(topic.name), znodes.encode_topic(
+                znodes.TopicAssignment(topic.topic_id, replicas)))
+            stat = self.client.exists(config_path)
+            if stat is None:
+                txn.create(config_path, znodes.encode_config(topic.configs))
+            else:
+                txn.set_data(config_path, znodes.encode_config(topic.configs), stat.version)
+            results = txn.commit()
+            if isinstance(results[0], NodeExistsError):
+                raise TopicExistsError(f"Topic '{topic.name}' already exists.")
+            if not any(isinstance(r, Exception) for r in results):
+                self._cache.put(dataclasses.replace(topic, configs=dict(topic.configs)),
+                                replicas)
+                return
+        raise ZkStoreError(f"could not create topic {topic.name}: its config znode keeps changing")
+
+    def set_partitions(self, name: str, partitions: int,
+                       assignment: Mapping[int, Sequence[int]] | None = None,
+                       replication_factor: int | None = None) -> None:
+        """Add partitions (CreatePartitions): extend /brokers/topics/<t>, conditionally."""
+        data, stat = self.client.get(znodes.topic_path(name))
+        current = znodes.decode_topic(data)
+        have = len(current.partitions)
+        if assignment is None:
+            factor = replication_factor or len(next(iter(current.partitions.values()), [1]))
+            assignment = self.place_replicas(partitions - have, factor, start_partition=have)
+        replicas = {**current.partitions, **assignment}
+        try:
+            self.client.set(znodes.topic_path(name), znodes.encode_topic(
+                dataclasses.replace(current, partitions=replicas)), version=stat.version)
+        except BadVersionError:
+            raise StaleVersionError(f"topic {name} changed while adding partitions") from None
+        self._cache.update_partitions(name, replicas)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._set_entity_config("topics", name, configs)
+        self._cache.update_configs(name, configs)
+
+    def _set_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
+        """Kafka's changeEntityConfig: set or create the znode, then a change notification."""
+        path = znodes.config_path(entity_type, name)
+        data = znodes.encode_config(configs)
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            try:
+                self.client.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.client.set(path, data)
+        self.client.create(znodes.CONFIG_CHANGE_PREFIX,
+                           znodes.encode_config_change(f"{entity_type}/{name}"), sequence=True)
+
+    def delete_topic(self, name: str) -> None:
+        """What a lone broker does: request the deletion and carry it out at once.
+
+        In a cluster the two steps are apart: any broker requests (DeleteTopics), the
+        controller completes once the replicas are stopped and their logs deleted.
+        """
+        self.request_topic_deletion(name)
+        self.complete_topic_deletion(name)
+
+    def request_topic_deletion(self, name: str) -> None:
+        """Create /admin/delete_topics/<t>, the request Kafka's controller watches."""
+        with contextlib.suppress(NodeExistsError):  # already requested
+            self.client.create(znodes.delete_topic_path(name), makepath=True)
+
+    def pending_deletions(self) -> list[str]:
+        return sorted(self.client.get_children(znodes.DELETE_TOPICS))
+
+    def complete_topic_deletion(self, name: str) -> None:
+        """Remove the topic's znodes, its config and the deletion request (the controller)."""
+        self.client.delete(znodes.topic_path(name), recursive=True)
+        for path in (znodes.config_path("topics", name), znodes.delete_topic_path(name)):
+            with contextlib.suppress(NoNodeError):
+                self.client.delete(path)
+        self._cache.drop(name)
+
+    # --- dynamic broker configs -----------------------------------------------------------
+
+    def broker_configs(self, entity: str | None = None) -> dict[str, str]:
+        """/config/brokers/<id> (this broker unless ``entity``, e.g. ``<default>``)."""
+        try:
+            data, _ = self.client.get(znodes.config_path("brokers", entity or str(
+                self.broker_id)))
+        except NoNodeError:
+            return {}
+        return znodes.decode_config(data)
+
+    def set_broker_configs(self, configs: dict[str, str], entity: str | None = None) -> None:
+        self._set_entity_config("brokers", entity or str(self.broker_id), configs)
+
+    # --- producer ids -----------------------------------------------------------------------
+
+    def next_producer_id(self) -> int:
+        with self._pid_lock:
+            if self._pid_block is None or self._next_pid > self._pid_block.last:
+                self._pid_block = self.allocate_producer_id_block()
+                self._next_pid = self._pid_block.first
+            pid = self._next_pid
+            self._next_pid += 1
+            return pid
+
+    def allocate_producer_id_block(self) -> znodes.ProducerIdBlock:
+        """Claim the next block with a versioned write, retried on a race (ZkProducerIdManager).
+
+        Every broker reads /latest_producer_id_block and writes the following block only if
+        the znode is still at the version it read, so two brokers never get the same block.
+        """
+        while True:
+            data, stat = self.client.get(znodes.PRODUCER_ID_BLOCK)
+            first = znodes.decode_producer_id_block(data).last + 1 if data else 0
+            block = znodes.ProducerIdBlock(self.broker_id, first)
+            try:
+                self.client.set(znodes.PRODUCER_ID_BLOCK, znodes.encode_producer_id_block(block),
+                                version=stat.version)
+            except BadVersionError:
+                continue
+            log.info("Acquired producer id block %d-%d", block.first, block.last)
+            return block
+
+    # --- partition state (controller and leaders) ----------------------------------------
+
+    def create_partition_states(self, topic: str, states: Mapping[int, znodes.PartitionState],
+                                controller_epoch_zk_version: int) -> None:
+        """The controller's first leader and ISR of new partitions, fenced by its epoch."""
+        txn = self.client.transaction()
+        txn.check(znodes.CONTROLLER_EPOCH, controller_epoch_zk_version)
+        if self.client.exists(znodes.partitions_path(topic)) is None:
+            txn.create(znodes.partitions_path(topic))
+        for partition, state in sorted(states.items()):
+            parent = f"{znodes.partitions_path(topic)}/{partition}"
+            if self.client.exists(parent) is None:
+                txn.create(parent)
+            txn.create(znodes.partition_state_path(topic, partition),
+                       znodes.encode_partition_state(state))
+        self._commit_fenced(txn.commit(), f"create partition states of {topic}")
+
+    def partition_state(self, topic: str, partition: int) -> znodes.PartitionState | None:
+        try:
+            data, stat = self.client.get(znodes.partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return znodes.decode_partition_state(data, stat.version)
+
+    def update_partition_state(self, topic: str, partition: int, state: znodes.PartitionState,
+                               *, expected_zk_version: int,
+                               controller_epoch_zk_version: int | None = None) -> int:
+        """Write ``state`` only over version ``expected_zk_version``; return the new version.
+
+        With ``controller_epoch_zk_version`` (the controller's writes) the write is also
+        fenced by /controller_epoch: it fails with ControllerMovedError once another
+        controller was elected. A leader's ISR change passes None and is fenced by the
+        partition's version alone (Kafka's partition epoch).
+        """
+        path = znodes.partition_state_path(topic, partition)
+        data = znodes.encode_partition_state(state)
+        if controller_epoch_zk_version is None:
+            try:
+                stat: ZnodeStat = self.client.set(path, data, version=expected_zk_version)
+            except BadVersionError:
+                raise StaleVersionError(f"{topic}-{partition}: state changed since version "
+                                        f"{expected_zk_version}") from None
+            return int(stat.version)
+        txn = self.client.transaction()
+        txn.check(znodes.CONTROLLER_EPOCH, controller_epoch_zk_version)
+        txn.set_data(path, data, expected_zk_version)
+        results = self._commit_fenced(txn.commit(), f"update state of {topic}-{partition}")
+        if isinstance(results[1], BadVersionError):
+            raise StaleVersionError(f"{topic}-{partition}: state changed since version "
+                                    f"{expected_zk_version}")
+        new_stat = results[1]
+        assert isinstance(new_stat, ZnodeStat)
+        return int(new_stat.version)
+
+    @staticmethod
+    def _commit_fenced(results: list[object], what: str) -> list[object]:
+        """Raise ControllerMovedError when the epoch check (first op) failed."""
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            raise ControllerMovedError(f"{what}: the controller epoch moved")
+        errors = [r for r in results[1:] if isinstance(r, Exception)
+                  and not isinstance(r, BadVersionError)]
+        real = [r for r in errors if type(r).__name__ != "RolledBackError"]
+        if real:
+            raise ZkStoreError(f"{what}: {real[0]!r}")
+        return results
