@@ -10,7 +10,7 @@ from moldau.cluster import znodes
 from moldau.cluster.controller_election import ControllerElection
 from moldau.cluster.zookeeper import ZkStoreError
 from tests.helpers.tcp_proxy import TcpProxy
-from tests.helpers.zookeeper import ZooKeeperServer
+from tests.helpers.zookeeper import ZooKeeperServer, four_letter_word
 
 from .helpers import Stores, eventually, raw_client, registration
 
@@ -114,3 +114,24 @@ def test_registration_survives_a_zookeeper_restart(stores: Stores, zookeeper: Zo
         _, stat = zk.get("/brokers/ids/1")
         assert stat.ephemeralOwner == session
     assert store.live_brokers().keys() == {1}
+
+
+def test_every_store_follows_the_live_brokers_and_their_epochs(stores: Stores) -> None:
+    watcher = stores.open(9)
+    eventually(lambda: watcher.brokers() == {}, what="no broker yet")
+    one = stores.open(1)
+    epoch = one.register_broker(registration(1, rack="r1"))
+    eventually(lambda: 1 in watcher.brokers(), what="broker 1 seen by the watch")
+    assert watcher.brokers()[1].rack == "r1"
+    assert watcher.broker_epochs() == {1: epoch}
+    one.close()
+    eventually(lambda: watcher.brokers() == {}, what="broker 1 gone from the watch")
+
+
+def test_paused_zookeeper_answers_nothing_until_resumed(zookeeper: ZooKeeperServer) -> None:
+    zookeeper.pause()
+    try:
+        assert four_letter_word(zookeeper.port, "ruok", timeout=1.0) == ""
+    finally:
+        zookeeper.resume()
+    eventually(lambda: four_letter_word(zookeeper.port, "ruok") == "imok", what="imok")

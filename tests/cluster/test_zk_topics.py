@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from moldau.cluster import znodes
+from moldau.cluster.assignment import AssignmentError
 from moldau.cluster.controller_election import ControllerElection
 from moldau.cluster.metadata import TopicMetadata
 from moldau.cluster.zookeeper import ControllerMovedError, StaleVersionError, TopicExistsError
@@ -191,3 +192,17 @@ def test_reads_what_kafka_wrote(stores: Stores, zk_connect: str) -> None:
         assert store.assignment("legacy") == {0: [7, 1]}
         assert store.partition_state("legacy", 0) == znodes.PartitionState(7, 5, (7, 1), 3, 0)
         assert store.next_producer_id() == 5000
+
+
+def test_explicit_assignments_name_only_live_brokers(stores: Stores) -> None:
+    one, _ = cluster(stores, None, None)
+    with pytest.raises(AssignmentError, match="broker 3, but no such broker"):
+        one.create_topic(TopicMetadata("bad", uuid.uuid4(), 1), {0: [1, 3]})
+    assert one.topic("bad") is None
+    one.create_topic(TopicMetadata("good", uuid.uuid4(), 1), {0: [1, 2]})
+    with pytest.raises(AssignmentError, match="no such broker"):
+        one.set_partitions("good", 2, {1: [5]})
+    with pytest.raises(AssignmentError, match="already has 1 partitions"):
+        one.set_partitions("good", 1)
+    one.set_partitions("good", 2, {1: [2, 1]})
+    assert one.assignment("good") == {0: [1, 2], 1: [2, 1]}

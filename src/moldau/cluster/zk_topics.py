@@ -135,7 +135,11 @@ class TopicCache:
             assignment = znodes.decode_topic(data)
             topic = self.topics.get(name)
             if topic is not None and assignment.topic_id == topic.topic_id:
-                self.update_partitions(name, assignment.partitions)
+                if self.assignments.get(name) != assignment.partitions:
+                    self.update_partitions(name, assignment.partitions)
+            elif topic is not None:  # deleted and created again between two watch events
+                self.drop(name)
+                self._load(name)
             return True
 
         def on_config(data: bytes | None, _stat: object) -> bool:

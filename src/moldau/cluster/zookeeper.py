@@ -23,11 +23,18 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
+from kio.schema.errors import ErrorCode
 
 from . import znodes
-from .assignment import BrokerPlacement, assign_replicas
+from .assignment import (
+    AssignmentError,
+    BrokerPlacement,
+    assign_replicas,
+    check_explicit_assignment,
+)
 from .local import new_cluster_id
 from .metadata import TopicMetadata
+from .zk_brokers import BrokerCache
 from .zk_session import ZkSession
 from .zk_topics import TopicCache
 
@@ -55,7 +62,9 @@ class ZkMetadataStore:
 
     def __init__(self, connect: str, broker_id: int, *, session_timeout_ms: int = 18_000,
                  connection_timeout_ms: int = 18_000, cluster_id: str | None = None,
-                 on_topic_change: Callable[[str], None] | None = None) -> None:
+                 on_topic_change: Callable[[str], None] | None = None,
+                 on_brokers_change: Callable[[dict[int, znodes.BrokerRegistration]], None]
+                 | None = None) -> None:
         self.broker_id = broker_id
         self.session = ZkSession(connect, session_timeout_ms=session_timeout_ms,
                                  connection_timeout_ms=connection_timeout_ms)
@@ -65,6 +74,7 @@ class ZkMetadataStore:
         self._registration: znodes.BrokerRegistration | None = None
         self.broker_epoch = -1
         self._cache = TopicCache(self.client, on_change=on_topic_change)
+        self._brokers = BrokerCache(self.client, on_change=on_brokers_change)
         self._pid_lock = threading.Lock()
         self._pid_block: znodes.ProducerIdBlock | None = None
         self._next_pid = 0
@@ -83,11 +93,13 @@ class ZkMetadataStore:
         except NodeExistsError:
             self.cluster_id = znodes.decode_cluster_id(self.client.get(znodes.CLUSTER_ID)[0])
         self._cache.start()
+        self._brokers.start()
         return self
 
     def close(self) -> None:
         """End the session: the registration (and /controller if ours) disappear at once."""
         self._cache.stop()
+        self._brokers.stop()
         self.session.close()
 
     # --- broker registration ---------------------------------------------------------------
@@ -122,7 +134,16 @@ class ZkMetadataStore:
         if self._registration is not None:
             self.broker_epoch = self._create_registration(self._registration)
 
+    def brokers(self) -> dict[int, znodes.BrokerRegistration]:
+        """The live brokers as last seen by the watch (no round trip; for Metadata)."""
+        return self._brokers.brokers
+
+    def broker_epochs(self) -> dict[int, int]:
+        """Each live broker's epoch (its registration's czxid), from the watch."""
+        return self._brokers.epochs
+
     def live_brokers(self) -> dict[int, znodes.BrokerRegistration]:
+        """The live brokers read from ZooKeeper now (admin operations: placement)."""
         brokers = {}
         for child in self.client.get_children(znodes.BROKER_IDS):
             try:
@@ -159,11 +180,15 @@ class ZkMetadataStore:
                      replication_factor: int = 1) -> None:
         """Write /config/topics/<t> and /brokers/topics/<t> in one ZooKeeper transaction.
 
-        Without ``assignment`` the replicas are placed over the live brokers. Kafka writes
+        Without ``assignment`` the replicas are placed over the live brokers; a given one is
+        checked against them (``AssignmentError`` with Kafka's code and message). Kafka writes
         the two znodes one after the other; one transaction leaves no half-created topic.
         """
-        replicas = dict(assignment) if assignment is not None else self.place_replicas(
-            topic.partitions, replication_factor)
+        if assignment is not None:
+            check_explicit_assignment(assignment, list(self.live_brokers()))
+            replicas = {p: list(r) for p, r in assignment.items()}
+        else:
+            replicas = self.place_replicas(topic.partitions, replication_factor)
         config_path = znodes.config_path("topics", topic.name)
         for _ in range(5):  # the config znode may appear or vanish between exists and commit
             txn = self.client.transaction()
@@ -190,9 +215,21 @@ class ZkMetadataStore:
         data, stat = self.client.get(znodes.topic_path(name))
         current = znodes.decode_topic(data)
         have = len(current.partitions)
+        if partitions <= have:
+            raise AssignmentError(ErrorCode.invalid_partitions,
+                                  f"Topic currently has {have} partitions, which is higher than "
+                                  f"the requested {partitions}." if partitions < have else
+                                  f"Topic already has {have} partitions.")
+        if assignment is not None and len(assignment) != partitions - have:
+            raise AssignmentError(ErrorCode.invalid_replica_assignment,
+                                  f"Increasing the number of partitions by {partitions - have} "
+                                  f"but {len(assignment)} assignments provided.")
         if assignment is None:
             factor = replication_factor or len(next(iter(current.partitions.values()), [1]))
             assignment = self.place_replicas(partitions - have, factor, start_partition=have)
+        else:
+            check_explicit_assignment(assignment, list(self.live_brokers()),
+                                      first_partition=have)
         replicas = {**current.partitions, **assignment}
         try:
             self.client.set(znodes.topic_path(name), znodes.encode_topic(
