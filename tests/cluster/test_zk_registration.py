@@ -71,7 +71,7 @@ def test_expired_session_steps_down_and_registers_again(
     proxy = TcpProxy(zookeeper.port)
     try:
         cut_off = stores.open(1, connect=f"127.0.0.1:{proxy.port}{chroot}",
-                              session_timeout_ms=1500)
+                              session_timeout_ms=3000)
         cut_off.register_broker(registration(1))
         first = ControllerElection(cut_off)
         first.start()

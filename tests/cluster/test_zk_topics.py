@@ -12,6 +12,8 @@ from moldau.cluster.assignment import AssignmentError
 from moldau.cluster.controller_election import ControllerElection
 from moldau.cluster.metadata import TopicMetadata
 from moldau.cluster.zookeeper import ControllerMovedError, StaleVersionError, TopicExistsError
+from tests.helpers.tcp_proxy import TcpProxy
+from tests.helpers.zookeeper import ZooKeeperServer
 
 from .helpers import Stores, eventually, raw_client, registration
 
@@ -206,3 +208,35 @@ def test_explicit_assignments_name_only_live_brokers(stores: Stores) -> None:
         one.set_partitions("good", 1)
     one.set_partitions("good", 2, {1: [2, 1]})
     assert one.assignment("good") == {0: [1, 2], 1: [2, 1]}
+
+
+def test_changes_made_while_cut_off_are_seen_after_reconnecting(
+        stores: Stores, zookeeper: ZooKeeperServer, zk_connect: str) -> None:
+    chroot = zk_connect[len(zookeeper.address):]
+    proxy = TcpProxy(zookeeper.port)
+    try:
+        one = stores.open(1)
+        one.register_broker(registration(1))
+        one.create_topic(TopicMetadata("before", uuid.uuid4(), 1), {0: [1]})
+        cut_off = stores.open(2, connect=f"127.0.0.1:{proxy.port}{chroot}",
+                              session_timeout_ms=20_000)
+        eventually(lambda: cut_off.topic("before") is not None, what="topic before the cut")
+        session = cut_off.session.session_id
+        proxy.cut()
+        eventually(lambda: not cut_off.client.connected, what="broker 2 disconnected")
+        one.create_topic(TopicMetadata("during", uuid.uuid4(), 1), {0: [1]})
+        one.set_topic_configs("before", {"retention.ms": "7"})
+        one.complete_topic_deletion("during")
+        one.create_topic(TopicMetadata("during", TOPIC_ID, 2), {0: [1], 1: [1]})
+        two = stores.open(3)
+        two.register_broker(registration(3))
+        proxy.heal()
+        eventually(lambda: cut_off.client.connected, what="broker 2 reconnected")
+        assert cut_off.session.session_id == session  # the same session: no expiry
+        eventually(lambda: 3 in cut_off.brokers(), what="broker 3 seen")
+        eventually(lambda: cut_off.topic_by_id(TOPIC_ID) is not None, what="new topic seen")
+        assert cut_off.topic("during").partitions == 2  # type: ignore[union-attr]
+        eventually(lambda: cut_off.topic("before").configs == {"retention.ms": "7"},  # type: ignore[union-attr]
+                   what="config change seen")
+    finally:
+        proxy.close()

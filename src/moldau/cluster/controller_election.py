@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from . import znodes
+from .zk_session import on_reconnect, watch_callback
 from .zookeeper import ZkMetadataStore
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class ControllerElection:
         self._on_elected = on_elected
         self._on_resigned = on_resigned
         self._lock = threading.RLock()
+        self._elect_lock = threading.Lock()  # the watch and a reconnection may both try
         self._stopped = False
         self.lease: ControllerLease | None = None
         #: The controller's broker id as last seen in /controller (-1: none).
@@ -60,12 +62,27 @@ class ControllerElection:
     def start(self) -> None:
         self._store.session.on_lost(self._resign)
         self._client.DataWatch(znodes.CONTROLLER, self._on_controller)
+        self._listener = on_reconnect(self._client, self._check)
 
     def stop(self) -> None:
         """Stop following elections (closing the store's session resigns for real)."""
         with self._lock:
             self._stopped = True
+        self._client.remove_listener(self._listener)
 
+    @watch_callback("checking the controller after reconnecting")
+    def _check(self) -> bool:
+        """After a reconnection: an election attempt cut short by the connection loss is
+        not retried by the watch (it fires only on changes), so look again."""
+        if self._stopped:
+            return False
+        try:
+            data, _ = self._client.get(znodes.CONTROLLER)
+        except NoNodeError:
+            data = None
+        return self._on_controller(data, None)
+
+    @watch_callback("following the controller")
     def _on_controller(self, data: bytes | None, _stat: object) -> bool:
         if self._stopped:
             return False
@@ -85,6 +102,11 @@ class ControllerElection:
 
     def _elect(self) -> None:
         """One attempt (Kafka's registerControllerAndIncrementControllerEpoch)."""
+        with self._elect_lock:
+            if self.lease is None:
+                self._try_elect()
+
+    def _try_elect(self) -> None:
         me = self._store.broker_id
         epoch, version = self._read_or_create_epoch()
         txn = self._client.transaction()

@@ -17,6 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from . import znodes
+from .zk_session import on_reconnect, watch_callback
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,20 @@ class BrokerCache:
 
     def start(self) -> None:
         self._client.ChildrenWatch(znodes.BROKER_IDS, self._on_children)
+        self._listener = on_reconnect(self._client, self._resync)
 
     def stop(self) -> None:
         self._stopped = True
+        self._client.remove_listener(self._listener)
 
+    @watch_callback("reading the live brokers again after reconnecting")
+    def _resync(self) -> bool:
+        """kazoo's watch calls back after a reconnection only if the children changed."""
+        if self._stopped:
+            return False
+        return self._on_children(self._client.get_children(znodes.BROKER_IDS))
+
+    @watch_callback("reading the live brokers")
     def _on_children(self, children: list[str]) -> bool:
         if self._stopped:
             return False

@@ -15,10 +15,14 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError, ZookeeperStoppedError
 
 log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., bool])
 
 # Reconnect forever, at most a second apart (kazoo's default backs off to a minute, which
 # would keep a broker away from ZooKeeper long after the network healed).
@@ -107,3 +111,41 @@ class ZkSession:
                     callback()
                 except Exception:
                     log.exception("ZooKeeper session callback %s failed", callback)
+
+
+def watch_callback(what: str) -> Callable[[F], F]:
+    """Make a kazoo watch callback survive a lost connection with one log line.
+
+    A watch callback that reads ZooKeeper fails while the connection is down; kazoo's
+    watchers call it again once connected (they re-read on every CONNECTED), so the event
+    is only logged (the traceback at DEBUG) and the watch kept. A stopped client ends it.
+    """
+    def decorate(func: F) -> F:
+        @wraps(func)
+        def guarded(*args: Any) -> bool:
+            try:
+                return func(*args)
+            except ZookeeperStoppedError:
+                return False
+            except (ConnectionLoss, SessionExpiredError) as exc:
+                log.warning("%s: ZooKeeper unreachable (%s); retried on reconnection", what,
+                            type(exc).__name__)
+                log.debug("%s failed", what, exc_info=True)
+                return True
+        return guarded  # type: ignore[return-value]
+    return decorate
+
+
+def on_reconnect(client: KazooClient, resync: Callable[[], object]) -> Callable[[str], None]:
+    """Run ``resync`` on a thread of its own each time ``client`` is connected again.
+
+    kazoo's watchers call back after a reconnection only when the watched znode changed, so
+    a callback that failed while the connection was down is not retried by them: a cache
+    reads its whole part of the tree again instead. Returns the listener (to remove it).
+    """
+    def listener(state: str) -> None:
+        if state == KazooState.CONNECTED:
+            client.handler.spawn(resync)
+
+    client.add_listener(listener)
+    return listener

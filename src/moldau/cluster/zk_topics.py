@@ -21,6 +21,7 @@ from kazoo.exceptions import NoNodeError
 
 from . import znodes
 from .metadata import TopicMetadata
+from .zk_session import on_reconnect, watch_callback
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,23 @@ class TopicCache:
 
     def start(self) -> None:
         self._client.ChildrenWatch(znodes.TOPICS, self._on_children)
+        self._listener = on_reconnect(self._client, self._resync)
 
     def stop(self) -> None:
         self._stopped = True
+        self._client.remove_listener(self._listener)
+
+    @watch_callback("reading the topics again after reconnecting")
+    def _resync(self) -> bool:
+        """Read every topic and config again: changes made while disconnected may be missed."""
+        if self._stopped:
+            return False
+        children = self._client.get_children(znodes.TOPICS)
+        for name in set(self.topics) - set(children):
+            self.drop(name)
+        for name in sorted(children):
+            self._load(name)
+        return True
 
     # --- changes we made ourselves (read-your-writes) ---------------------------------------
 
@@ -90,6 +105,7 @@ class TopicCache:
 
     # --- changes seen through watches ------------------------------------------------------
 
+    @watch_callback("reading the topics")
     def _on_children(self, children: list[str]) -> bool:
         if self._stopped:
             return False
@@ -115,6 +131,9 @@ class TopicCache:
                 znodes.config_path("topics", name))[0])
         except NoNodeError:
             configs = {}
+        existing = self.topics.get(name)
+        if existing is not None and existing.topic_id != assignment.topic_id:
+            self.drop(name)  # deleted and created again
         self.put(TopicMetadata(name, assignment.topic_id, len(assignment.partitions), configs),
                  assignment.partitions)
 
@@ -124,6 +143,7 @@ class TopicCache:
                 return
             self._watched.add(name)
 
+        @watch_callback(f"reading topic {name}")
         def on_topic(data: bytes | None, _stat: object) -> bool:
             if self._stopped:
                 return False
@@ -138,10 +158,10 @@ class TopicCache:
                 if self.assignments.get(name) != assignment.partitions:
                     self.update_partitions(name, assignment.partitions)
             elif topic is not None:  # deleted and created again between two watch events
-                self.drop(name)
                 self._load(name)
             return True
 
+        @watch_callback(f"reading the configs of topic {name}")
         def on_config(data: bytes | None, _stat: object) -> bool:
             if self._stopped or name not in self._watched:
                 return False

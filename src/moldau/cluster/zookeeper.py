@@ -203,8 +203,7 @@ class ZkMetadataStore:
             if isinstance(results[0], NodeExistsError):
                 raise TopicExistsError(f"Topic '{topic.name}' already exists.")
             if not any(isinstance(r, Exception) for r in results):
-                self._cache.put(dataclasses.replace(topic, configs=dict(topic.configs)),
-                                replicas)
+                self._cache.put(topic, replicas)
                 return
         raise ZkStoreError(f"could not create topic {topic.name}: its config znode keeps changing")
 
