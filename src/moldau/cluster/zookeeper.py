@@ -20,6 +20,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
@@ -33,7 +34,7 @@ from .assignment import (
     check_explicit_assignment,
 )
 from .local import new_cluster_id
-from .metadata import TopicMetadata
+from .metadata import MetadataStore, TopicMetadata
 from .zk_brokers import BrokerCache
 from .zk_session import ZkSession
 from .zk_topics import TopicCache
@@ -388,3 +389,9 @@ class ZkMetadataStore:
         if real:
             raise ZkStoreError(f"{what}: {real[0]!r}")
         return results
+
+
+if TYPE_CHECKING:
+    def _is_a_metadata_store(store: ZkMetadataStore) -> MetadataStore:
+        """mypy checks here that the broker can use this store where it uses the local one."""
+        return store
