@@ -27,6 +27,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.helpers.sockets import read_exact
 
 from .broker_proc import BenchBroker
 
@@ -60,15 +61,6 @@ def _ms(value: float | None) -> float | None:
     return None if value is None else round(value * 1000, 2)
 
 
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("broker closed the probe connection")
-        buf += chunk
-    return bytes(buf)
-
 
 def probe(port: int, stop: threading.Event, samples: Samples) -> None:
     """ApiVersions v0 round trips, one at a time, 2 ms apart."""
@@ -77,8 +69,8 @@ def probe(port: int, stop: threading.Event, samples: Samples) -> None:
         while not stop.is_set():
             sent = time.monotonic()
             sock.sendall(frame)
-            (size,) = struct.unpack(">i", _read_exact(sock, 4))
-            _read_exact(sock, size)
+            (size,) = struct.unpack(">i", read_exact(sock, 4))
+            read_exact(sock, size)
             done = time.monotonic()
             samples.add(sent, done - sent)
             time.sleep(0.002)

@@ -11,19 +11,12 @@ from __future__ import annotations
 import socket
 import struct
 
+from tests.helpers.sockets import read_exact
+
 API_KEY_FIND_COORDINATOR = 10
 API_KEY_JOIN_GROUP = 11
 _API_VERSIONS = 18
 
-
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        buf += chunk
-    return bytes(buf)
 
 
 def api_versions(host: str, port: int, timeout: float = 5.0) -> dict[int, tuple[int, int]]:
@@ -32,8 +25,8 @@ def api_versions(host: str, port: int, timeout: float = 5.0) -> dict[int, tuple[
     body = struct.pack(">hhih", _API_VERSIONS, 0, 1, len(client_id)) + client_id
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(struct.pack(">i", len(body)) + body)
-        (size,) = struct.unpack(">i", _read_exact(sock, 4))
-        payload = _read_exact(sock, size)
+        (size,) = struct.unpack(">i", read_exact(sock, 4))
+        payload = read_exact(sock, size)
     _correlation, error, count = struct.unpack_from(">ihi", payload, 0)
     if error != 0:
         raise RuntimeError(f"ApiVersions answered error code {error}")

@@ -36,6 +36,8 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.helpers.sockets import read_exact
+
 from .corpus import TOPICS, build_big_corpus, build_corpus
 from .mutate import DEFAULT_WEIGHTS, After, Mutant, Mutator
 
@@ -260,8 +262,8 @@ class Probe(threading.Thread):
                     while not self._stop_event.wait(0.02):
                         start = time.monotonic()
                         sock.sendall(frame)
-                        head = _recv_exact(sock, 4)
-                        _recv_exact(sock, struct.unpack(">i", head)[0])
+                        head = read_exact(sock, 4)
+                        read_exact(sock, struct.unpack(">i", head)[0])
                         self.max_ms = max(self.max_ms, (time.monotonic() - start) * 1000)
             except OSError:
                 self._stop_event.wait(0.1)
@@ -270,15 +272,6 @@ class Probe(threading.Thread):
         self._stop_event.set()
         self.join(130)
 
-
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return bytes(data)
 
 
 class RssMonitor(threading.Thread):
