@@ -7,6 +7,9 @@
   port=None, start=True)`` gives a fresh broker with its own data directory, for
   restarts, kill -9 and special configs; all are stopped at the end of the test.
 - ``topic_name``: a topic name unique to the test; ``kcat``: path of the kcat binary.
+- ``network_lab`` (function): ``network_lab("zk", "b1", "client", subnet=...)`` builds a
+  ``NetworkLab`` of network namespaces (tests/helpers/netns.py) for partition tests and
+  deletes it at the end of the test; skips with the reason when not root or no ``ip netns``.
 - ``zookeeper`` (session): one real ZooKeeper server (Debian's package), skipped with one
   reason when it is not installed; ``zk_connect``: its connect string with a chroot unique
   to the test (``127.0.0.1:port/moldau-<test>-<random>``), so tests never see each other's
@@ -22,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import BrokerProcess, ExternalBroker, unique_topic_name
+from tests.helpers import BrokerProcess, ExternalBroker, netns, unique_topic_name
 from tests.helpers.zookeeper import ZooKeeperServer, missing_reason
 
 # Test brokers answer group joins at once and run retention often, so tests stay short.
@@ -123,3 +126,21 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
 def zk_connect(zookeeper: ZooKeeperServer, request: pytest.FixtureRequest) -> str:
     """``zookeeper.connect`` for this test: the shared server under a chroot of its own."""
     return zookeeper.connect_string("/" + unique_topic_name("moldau-" + request.node.name))
+
+
+@pytest.fixture
+def network_lab() -> Iterator[Callable[..., netns.NetworkLab]]:
+    """Factory for network namespace labs; every lab is torn down after the test."""
+    reason = netns.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    labs: list[netns.NetworkLab] = []
+
+    def factory(*names: str, subnet: str = netns.DEFAULT_SUBNET) -> netns.NetworkLab:
+        lab = netns.NetworkLab(names, subnet=subnet)
+        labs.append(lab)
+        return lab.start()
+
+    yield factory
+    for lab in labs:
+        lab.close()

@@ -189,6 +189,10 @@ class BrokerProcess:
         self._wait_ready()
         return self
 
+    def accepting(self) -> bool:
+        """True when the broker's listener accepts TCP connections (from where it is reachable)."""
+        return port_accepts(self.port, self.host)
+
     def _wait_ready(self) -> None:
         assert self._proc is not None
         deadline = time.monotonic() + self.startup_timeout
@@ -199,7 +203,7 @@ class BrokerProcess:
                     f"broker exited with status {code} during start-up; stderr:\n"
                     f"{self._stderr_tail()}"
                 )
-            if port_accepts(self.port, self.host):
+            if self.accepting():
                 return
             time.sleep(0.05)
         self.kill9()
