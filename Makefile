@@ -13,8 +13,9 @@ BENCH_STAMP := $(VENV)/.stamp-bench
 BENCH_ARGS ?=
 # Debian packages the tests call (kcat is a real-world client the tests drive; Java runs
 # Spark and PostgreSQL stores the activity pipeline's counts in tests/spark; zookeeper is the
-# ZooKeeper server the cluster tests start).
-APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper
+# ZooKeeper server the cluster tests start; iproute2 and nftables build and cut the network
+# namespaces of the partition tests).
+APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables
 
 # `make fuzz`: the long wire-fuzz run (tests/fuzz); figures are printed as JSON at the end.
 FUZZ_FRAMES ?= 1000000

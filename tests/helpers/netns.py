@@ -45,7 +45,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -347,6 +346,7 @@ class NetworkLab:
         ``Unsupported`` when the kernel has no netem qdisc.
         """
         (target,) = self._hosts([host])
+        self._delayed.add(target.name)  # heal removes whatever got installed
         for netns, dev in ((self.switch, target.port), (target.netns, "eth0")):
             done = subprocess.run(
                 [
@@ -376,7 +376,6 @@ class NetworkLab:
                         + done.stderr.strip()
                     )
                 raise LabError(f"tc netem on {netns}/{dev} failed: {done.stderr.strip()}")
-        self._delayed.add(target.name)
 
     def heal(self) -> None:
         """Remove every fault: partitions, isolation, loss and delay."""
@@ -500,14 +499,3 @@ class NetnsKafkaClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def wait_until(check: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    """Poll ``check`` until it is true or ``timeout`` seconds pass; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if check():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
