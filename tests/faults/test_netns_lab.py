@@ -4,8 +4,9 @@ Each test checks one promise the cluster fault tests rely on: hosts talk over TC
 partition is silent and symmetric (connects time out, an open connection stops delivering
 without a reset) and cuts only the chosen pairs; heal brings both back, and the open
 connection delivers what was sent meanwhile; delay and loss change what a real socket sees;
-teardown leaves no namespace and no interface behind. The last test runs a real moldau
-broker in one host and confluent-kafka in another and partitions them.
+teardown leaves no namespace and no interface behind. The last tests run a real moldau
+broker in one host and confluent-kafka in another and partition them, and a real ZooKeeper
+in a host that ``isolate`` cuts off.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import netns
-from tests.helpers.netns import NetnsBroker, NetnsKafkaClient, NetworkLab
+from tests.helpers.netns import NetnsBroker, NetnsKafkaClient, NetnsZooKeeper, NetworkLab
+from tests.helpers.zookeeper import four_letter_word, missing_reason
 
 MakeLab = Callable[..., NetworkLab]
 # Generous: the machine is shared and loaded; a cut link must not deliver within it.
@@ -280,3 +282,27 @@ def test_real_broker_in_a_namespace_through_partition_and_heal(
         read = client.request("consume", topic=topic_name, until="after", count=100, timeout=30)
         assert read["values"][0] == "before"
         assert read["values"][-1] == "after"
+
+
+def test_zookeeper_in_a_namespace_is_cut_by_isolate(network_lab: MakeLab, tmp_path: Path) -> None:
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    lab = network_lab("zk", "broker")
+    zk = NetnsZooKeeper(lab["zk"], tmp_path / "zk").start()
+    try:
+        assert zk.connect_string().startswith(f"{lab['zk'].address}:")
+
+        def ruok(timeout: float) -> str:
+            return lab["broker"].call(
+                lambda: four_letter_word(zk.port, "ruok", timeout, lab["zk"].address)
+            )
+
+        assert ruok(10) == "imok"
+        lab.isolate("zk")
+        assert ruok(CUT_WAIT) == ""
+        assert zk.word("ruok") == "imok"  # still serving inside its own host
+        lab.heal()
+        assert ruok(10) == "imok"
+    finally:
+        zk.stop()

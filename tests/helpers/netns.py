@@ -18,12 +18,13 @@ ZooKeeper can be cut off from each other exactly as on separate machines:
   share of a host's frames at random (``numgen``); ``delay`` is ``tc netem`` on both ends of
   the host's veth pair, where the kernel has netem. ``heal`` removes every fault.
 
-Processes run in a host with ``host.popen``/``host.run`` (``ip netns exec``), and a broker with
-``NetnsBroker``. The test process itself stays in the root namespace; it reaches hosts by
-creating sockets inside one (``host.call`` runs a function on a short-lived thread that has
-joined the namespace; sockets keep the namespace they were made in), or by running a client
-in a namespace as a subprocess (``tests/helpers/netns_client.py`` for Kafka clients, since a
-client library's threads must all live in the namespace).
+Processes run in a host with ``host.popen``/``host.run`` (``ip netns exec``), a broker with
+``NetnsBroker`` and ZooKeeper with ``NetnsZooKeeper``. The test process itself stays in the
+root namespace; it reaches hosts by creating sockets inside one (``host.call`` runs a
+function on a short-lived thread that has joined the namespace; sockets keep the namespace
+they were made in), or by running a client in a namespace as a subprocess
+(``tests/helpers/netns_client.py`` for Kafka clients, since a client library's threads must
+all live in the namespace).
 
 Names are ``mlab-<pid>-<n>-...``: unique per test process, and a later run deletes the labs of
 processes that no longer exist (``cleanup_stale``), so a run killed with SIGKILL leaves
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .broker_process import BrokerProcess
+from .zookeeper import ZooKeeperServer, four_letter_word
 
 PREFIX = "mlab-"
 DEFAULT_SUBNET = "10.213.0.0/24"
@@ -438,6 +440,25 @@ class NetnsBroker(BrokerProcess):
 
     def accepting(self) -> bool:
         return self.netns_host.accepts((self.host, self.port))
+
+
+class NetnsZooKeeper(ZooKeeperServer):
+    """A ZooKeeper server running inside a lab host, its client port on the host's address.
+
+    Brokers in other hosts connect to ``connect_string()``; ``lab.isolate`` on this host cuts
+    ZooKeeper off from all of them at once.
+    """
+
+    def __init__(self, host: Host, workdir: Path, port: int = 2181) -> None:
+        super().__init__(workdir, port=port)
+        self.netns_host = host
+        self.host = host.address
+
+    def wrap(self, command: list[str]) -> list[str]:
+        return self.netns_host.command(command)
+
+    def word(self, word: str, timeout: float = 2.0) -> str:
+        return self.netns_host.call(lambda: four_letter_word(self.port, word, timeout, self.host))
 
 
 class NetnsKafkaClient:

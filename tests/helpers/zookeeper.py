@@ -40,10 +40,10 @@ def missing_reason() -> str | None:
     return None
 
 
-def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
+def four_letter_word(port: int, word: str, timeout: float = 2.0, host: str = HOST) -> str:
     """Send a four-letter command and return the whole answer ('' when nothing answers)."""
     try:
-        with socket.create_connection((HOST, port), timeout=timeout) as sock:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(word.encode())
             chunks = []
             while chunk := sock.recv(4096):
@@ -64,10 +64,11 @@ class ZooKeeperServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._starts = 0
+        self.host = HOST  # the client port's address (a lab host's, in NetnsZooKeeper)
 
     @property
     def address(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def connect_string(self, chroot: str = "") -> str:
         """``127.0.0.1:port`` followed by ``chroot`` (``/name``) when given."""
@@ -86,7 +87,7 @@ class ZooKeeperServer:
             f"tickTime={TICK_MS}\n"
             f"dataDir={self.data_dir}\n"
             f"clientPort={self.port}\n"
-            f"clientPortAddress={HOST}\n"
+            f"clientPortAddress={self.host}\n"
             "minSessionTimeout=500\n"
             "maxSessionTimeout=60000\n"
             "maxClientCnxns=0\n"
@@ -111,11 +112,19 @@ class ZooKeeperServer:
             "-cp", classpath, MAIN_CLASS, str(self.config_path),
         ]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - kept open while it runs
-        self._proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                      stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
-                                      cwd=self.workdir)
+        self._proc = subprocess.Popen(self.wrap(command), stdin=subprocess.DEVNULL,
+                                      stdout=self._log, stderr=subprocess.STDOUT,
+                                      preexec_fn=_die_with_parent, cwd=self.workdir)
         self._wait_ready(timeout)
         return self
+
+    def wrap(self, command: list[str]) -> list[str]:
+        """The server's command line as run (NetnsZooKeeper runs it inside a lab host)."""
+        return command
+
+    def word(self, word: str, timeout: float = 2.0) -> str:
+        """A four-letter command sent to this server from where it is reachable."""
+        return four_letter_word(self.port, word, timeout, self.host)
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -124,8 +133,8 @@ class ZooKeeperServer:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self._proc.returncode}:\n"
                                    f"{self.log_text()[-3000:]}")
-            if four_letter_word(self.port, "ruok", timeout=1.0) == "imok" and (
-                    "Mode: standalone" in four_letter_word(self.port, "srvr", timeout=1.0)):
+            if self.word("ruok", timeout=1.0) == "imok" and (
+                    "Mode: standalone" in self.word("srvr", timeout=1.0)):
                 return
             time.sleep(0.1)
         self.stop()
