@@ -25,8 +25,8 @@ from tests.helpers.netns import NetnsBroker, NetnsKafkaClient, NetnsZooKeeper, N
 from tests.helpers.zookeeper import four_letter_word, missing_reason
 
 MakeLab = Callable[..., NetworkLab]
-# Generous: the machine is shared and loaded; a cut link must not deliver within it.
-CUT_WAIT = 1.5
+# A lab link delivers in well under a millisecond; a cut one must not deliver within this.
+CUT_WAIT = 1.0
 
 
 @pytest.fixture(autouse=True)
