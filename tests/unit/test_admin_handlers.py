@@ -177,7 +177,7 @@ def test_create_partitions_every_version(broker: Broker, version: int) -> None:
     }
     topics = broker.metadata.topics()
     assert (topics["grow"].partitions, topics["manual"].partitions) == (3, 2)
-    assert broker.partition_log("grow", 2) is not None
+    assert broker.partition("grow", 2) is not None
 
 
 def test_oversized_requests_are_policy_violations(broker: Broker) -> None:
@@ -224,7 +224,7 @@ def test_create_at_the_limit_then_delete(broker: Broker) -> None:
     assert [t.error_code for t in resp.topics] == [ErrorCode.none]
     data = broker.config.log_dirs[0]
     assert len(list(data.glob("big-*"))) == 1_200
-    assert broker.partition_log("big", 1_199) is not None
+    assert broker.partition("big", 1_199) is not None
 
     def delete(m: Any) -> Any:
         return build(m.DeleteTopicsRequest, topic_names=("big",), timeout=SECOND)
@@ -232,7 +232,7 @@ def test_create_at_the_limit_then_delete(broker: Broker) -> None:
     resp = call(broker, apis.DELETE_TOPICS, 5, admin_topics.handle_delete_topics, delete)
     assert resp.responses[0].error_code == ErrorCode.none
     assert "big" not in broker.metadata.topics()
-    assert broker.partition_log("big", 0) is None
+    assert broker.partition("big", 0) is None
     # Renamed to big-<n>.<uuid>-delete before the answer; removed in the background.
     assert [p.name for p in data.glob("big-*") if not p.name.endswith("-delete")] == []
 
@@ -302,7 +302,7 @@ def test_incremental_alter_topic(broker: Broker, version: int) -> None:
                                                   ("retention.ms", 1, None)]))
     assert r.error_code == ErrorCode.none
     assert broker.metadata.topics()["t"].configs == {"cleanup.policy": "compact"}
-    log = broker.partition_log("t", 0)
+    log = broker.partition("t", 0)
     assert log is not None and log.config.cleanup_policy == ("compact",)
     errors = incremental(
         broker, version,
@@ -325,7 +325,7 @@ def test_incremental_alter_broker_reaches_topics(broker: Broker, tmp_path: Path)
     broker.create_topic("pinned", 1, {"retention.ms": "5000"})
     (r,) = incremental(broker, 1, (4, "0", [("log.retention.ms", 0, "1234")]))
     assert r.error_code == ErrorCode.none
-    follows, pinned = broker.partition_log("follows", 0), broker.partition_log("pinned", 0)
+    follows, pinned = broker.partition("follows", 0), broker.partition("pinned", 0)
     assert follows is not None and follows.config.retention_ms == 1234
     assert pinned is not None and pinned.config.retention_ms == 5000
     (r,) = incremental(broker, 1, (4, "", [("log.retention.bytes", 0, "999")]))
@@ -348,7 +348,7 @@ def test_incremental_alter_broker_reaches_topics(broker: Broker, tmp_path: Path)
     try:
         assert again.config.dynamic_broker_configs == {"log.retention.ms": "1234"}
         assert again.config.dynamic_default_configs == {"log.retention.bytes": "999"}
-        log = again.partition_log("follows", 0)
+        log = again.partition("follows", 0)
         assert log is not None and log.config.retention_ms == 1234
     finally:
         again.close()
@@ -414,7 +414,10 @@ def test_delete_records(broker: Broker, version: int) -> None:
 @pytest.mark.parametrize("version", versions(apis.OFFSET_FOR_LEADER_EPOCH))
 def test_offset_for_leader_epoch(broker: Broker, version: int) -> None:
     broker.create_topic("t", 1, {})
-    broker.leader_epoch = epoch = 3  # so that an older epoch is not -1 ("do not check")
+    epoch = 3  # so that an older epoch is not -1 ("do not check")
+    hosted = broker.partition("t", 0)
+    assert hosted is not None
+    hosted.make_leader(epoch, (broker.node_id,))
 
     def make(m: Any) -> Any:
         parts = tuple(build(m.OffsetForLeaderPartition, partition=p, current_leader_epoch=c,

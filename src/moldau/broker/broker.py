@@ -1,7 +1,9 @@
 """The broker: its state, its topics, and the dispatch of decoded requests to handlers.
 
-A ``Broker`` owns the log manager (partitions on disk), the metadata store (which topics exist
-and their configs), the fetch purgatory and the background chores (retention, flush, checkpoints).
+A ``Broker`` owns the log manager (partitions on disk), the replica manager above it (every
+hosted partition's leadership, ISR and high watermark; handlers go through it), the metadata
+store (which topics exist and their configs) and the background chores (retention, flush,
+checkpoints, ISR expiry).
 It knows nothing about sockets: :class:`~moldau.broker.connection.KafkaConnection` hands it
 frames and writes back what it returns. Everything runs on the one event loop thread.
 """
@@ -45,13 +47,13 @@ from ..protocol.frames import (
     response_header,
     skip_tagged_fields,
 )
+from ..replica import Partition, ReplicaManager
 from . import offload, partition_files
 from .buffer_pool import BufferPool
 from .error_responses import error_response
 from .errors import ApiError
 from .group_service import OFFSETS_TOPIC, GroupService
 from .loop_watchdog import RunningRequests
-from .purgatory import FetchPurgatory
 from .response import Response
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
 
@@ -158,11 +160,9 @@ class Broker:
         except BaseException:
             self._release_locks()
             raise
-        self.purgatory = FetchPurgatory()
         #: Receive buffers for large frames, shared by all connections.
         self.frame_buffers = BufferPool()
         self.connections: set[KafkaConnection] = set()
-        self.leader_epoch = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner: LogCleaner | None = None
         self.scrubber: LogScrubber | None = None
@@ -171,6 +171,8 @@ class Broker:
         self.fatal_error: str | None = None
         #: Called to stop the broker (``serve`` sets it); a no-op for brokers run in tests.
         self.request_shutdown: Callable[[], None] = lambda: None
+        #: Every hosted partition's role, epoch, ISR and high watermark; handlers use it.
+        self.replicas = ReplicaManager(self.logs, self.node_id)
         self.dir_failures.add_listener(self._dir_offline)
         #: The request each connection task is handling, named by the loop-stall watchdog.
         self.running = RunningRequests()
@@ -182,6 +184,7 @@ class Broker:
         self._quiet_gc = partition_files.QuietGc()
         self._checkpoint_job: asyncio.Future[Any] | None = None
         self._open_logs()
+        self.replicas.host_loaded()
         self.groups = GroupService(self, now_ms())
         self.groups.load(now_ms())
         # What start-up loaded (every partition log) lives as long as the broker: later full
@@ -189,8 +192,7 @@ class Broker:
         gc.freeze()
 
     def _dir_offline(self, log_dir: Path) -> None:
-        for plog in self.logs.all_logs_in(log_dir):
-            self.purgatory.wake_all((plog.topic, plog.partition))
+        self.replicas.dir_offline(log_dir)
         if len(self.dir_failures.offline) == len(self.logs.log_dirs):
             self.fatal_error = "every log dir is offline"
             log.error("shutting down: every log dir is offline")
@@ -244,8 +246,9 @@ class Broker:
     def log_config(self, topic: TopicMetadata) -> Any:
         return to_log_config(effective_topic_config(self.config, topic.configs))
 
-    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self.logs.get(topic, partition)
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        """The hosted partition (its leadership, ISR, high watermark), None if not hosted."""
+        return self.replicas.get(topic, partition)
 
     def _check_new_topic(self, name: str, partitions: int, configs: dict[str, str | None]
                          ) -> tuple[TopicMetadata, Any]:
@@ -295,7 +298,7 @@ class Broker:
         try:
             self.metadata.create_topic(topic)
         except StorageError as exc:
-            self.logs.detach(topic.name, range(topic.partitions))
+            self.replicas.detach(topic.name, range(topic.partitions))
             self._discard_made(made)
             raise self._storage_error("create", topic.name, exc) from None
         self.logs.update_config(topic.name, self.log_config(topic))
@@ -304,7 +307,7 @@ class Broker:
     async def _adopt_in_slices(self, made: list[tuple[PartitionLog, Path]]) -> None:
         """Adopt new logs a slice at a time: 10,000 at once hold the loop for ~20-60 ms."""
         for start in range(0, len(made), partition_files.FILE_BATCH):
-            self.logs.adopt(made[start : start + partition_files.FILE_BATCH])
+            self.replicas.adopt(made[start : start + partition_files.FILE_BATCH])
             await asyncio.sleep(0)
 
     def create_topic(
@@ -328,7 +331,7 @@ class Broker:
                 name, self.logs.place(name, range(partitions)), log_config, topic.topic_id)
         except (OSError, StorageError) as exc:
             raise self._storage_error("create", name, exc) from None
-        self.logs.adopt(made)
+        self.replicas.adopt(made)
         self._commit_topic(topic, made)
         return topic
 
@@ -457,14 +460,11 @@ class Broker:
 
     def _detach_partitions(self, name: str, partitions: range) -> list[PartitionLog]:
         """Stop serving these partitions (fetches waiting on them are answered)."""
-        detached = self.logs.detach(name, partitions)
-        for partition in partitions:
-            self.purgatory.wake_all((name, partition))
-        return detached
+        return self.replicas.detach(name, partitions)
 
     def _reattach(self, name: str, detached: list[PartitionLog]) -> None:
         """A deletion failed before the metadata forgot the topic: serve it again."""
-        self.logs.adopt([(plog, plog.directory.parent) for plog in detached])
+        self.replicas.adopt([(plog, plog.directory.parent) for plog in detached])
         self._deleting.discard(name)
 
     def _forget_topic(self, topic: TopicMetadata, renamed: partition_files.Renamed) -> None:
@@ -509,14 +509,14 @@ class Broker:
         added = range(topic.partitions, count)
         if self.metadata.topic(name) is not topic or name in self._deleting:
             # Deleted meanwhile: the new partitions belong to nobody.
-            self.logs.detach(name, added)
+            self.replicas.detach(name, added)
             self._discard_made(made)
             raise ApiError(ErrorCode.unknown_topic_or_partition,
                            f"Topic '{name}' does not exist.")
         try:
             self.metadata.set_partitions(name, count)
         except StorageError as exc:
-            self.logs.detach(name, added)
+            self.replicas.detach(name, added)
             self._discard_made(made)
             raise self._storage_error("grow", name, exc) from None
         log.info("topic %s now has %d partitions", name, count)
@@ -532,7 +532,7 @@ class Broker:
                                                    topic.topic_id)
         except (OSError, StorageError) as exc:
             raise self._storage_error("grow", name, exc) from None
-        self.logs.adopt(made)
+        self.replicas.adopt(made)
         self._commit_growth(topic, count, made)
 
     async def add_partitions_async(self, name: str, count: int, *,
@@ -673,6 +673,10 @@ class Broker:
         # Kafka's default scheduler interval is Long.MAX, which means "never".
         flush_check_ms = min(self.config.log_flush_scheduler_interval_ms, 1000)
         self._tasks.append(loop.create_task(self._every(flush_check_ms, self._flush)))
+        # Kafka's isr-expiration chore runs every replica.lag.time.max.ms / 2; on one broker
+        # no partition has a follower, so a pass costs one length check per partition.
+        lag_ms = self.config.replica_lag_time_max_ms
+        self._tasks.append(loop.create_task(self._every(lag_ms // 2, self._expire_isrs)))
         self.groups.start()
         if self.config.log_cleaner_enable and self.cleaner is None:
             # Compaction runs on its own thread; it changes logs only through this loop.
@@ -701,6 +705,9 @@ class Broker:
                     await done
             except Exception:
                 log.exception("background chore %s failed", chore.__name__)
+
+    def _expire_isrs(self) -> None:
+        self.replicas.shrink_isrs(now_ms(), self.config.replica_lag_time_max_ms)
 
     def _retention(self) -> None:
         self.logs.run_retention(now_ms())

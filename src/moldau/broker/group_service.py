@@ -6,8 +6,9 @@ decisions out on the event loop:
 - JoinGroup and SyncGroup wait on an asyncio future under a *waiter token*; the
   coordinator's replies resolve them, whichever event produced the reply.
 - Writes are appended to the group's ``__consumer_offsets`` partition as ordinary record
-  batches (``AppendOrigin.COORDINATOR``) before anyone hears about them: a committed offset or
-  a SyncGroup assignment is answered only after its append succeeded.
+  batches (``AppendOrigin.COORDINATOR``), through the partition's leader in the replica
+  manager, before anyone hears about them: a committed offset or a SyncGroup assignment is
+  answered only after its append succeeded.
 - One task sleeps until the coordinator's next deadline (sessions, rebalance timeouts,
   offset expiry) and is woken early when an event brings that deadline forward. No polling.
 - At start-up every ``__consumer_offsets`` partition is replayed into the coordinator,
@@ -55,6 +56,7 @@ from ..log.errors import LogError, RecordListTooLargeError, RecordTooLargeError,
 from ..log.partition_log import AppendOrigin
 from ..log.records_reader import iter_log_records
 from ..log.records_writer import encode_batch
+from ..replica import ReplicaError
 from .errors import ApiError
 
 if TYPE_CHECKING:
@@ -133,10 +135,10 @@ class GroupService:
         records = 0
         if topic is not None:
             for partition in range(topic.partitions):
-                plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
-                if plog is None:
+                hosted = self.broker.partition(OFFSETS_TOPIC, partition)
+                if hosted is None:
                     continue
-                for record in iter_log_records(plog):
+                for record in iter_log_records(hosted.log):
                     records += 1
                     try:
                         loader.apply(record.key, record.value)
@@ -156,12 +158,18 @@ class GroupService:
             topic = self.offsets_topic(create=True)
             assert topic is not None
             partition = partition_for(write.group_id, topic.partitions)
-            plog = broker.partition_log(OFFSETS_TOPIC, partition)
-            if plog is None:
+            hosted = broker.partition(OFFSETS_TOPIC, partition)
+            if hosted is None:
                 return ErrorCode.coordinator_not_available
             batch = encode_batch(write.records, now)
-            plog.append(batch, leader_epoch=broker.leader_epoch, now_ms=now,
-                        origin=AppendOrigin.COORDINATOR)
+            hosted.append_as_leader(batch, AppendOrigin.COORDINATOR, 1, now)
+        except ReplicaError as exc:
+            # Kafka's coordinators: NOT_COORDINATOR when this broker lost the partition's
+            # leadership (clients look the coordinator up again), else COORDINATOR_NOT_AVAILABLE.
+            log.info("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
+            if exc.code is ErrorCode.not_leader_or_follower:
+                return ErrorCode.not_coordinator
+            return ErrorCode.coordinator_not_available
         except (RecordTooLargeError, RecordListTooLargeError) as exc:
             log.error("group %s: cannot store %d records: %s", write.group_id,
                       len(write.records), exc)
@@ -181,8 +189,6 @@ class GroupService:
         except OSError as exc:  # not through the log: should not happen, but never crash
             log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
             return ErrorCode.not_coordinator
-        plog.high_watermark = plog.log_end_offset
-        broker.purgatory.notify_append((OFFSETS_TOPIC, partition), len(batch))
         return None
 
     # -- effects and the timer ----------------------------------------------------------------

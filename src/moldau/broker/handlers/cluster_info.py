@@ -67,10 +67,10 @@ def _offline_dir_result(ctx: RequestContext, log_dir: Path) -> Any:
 
 async def handle_describe_log_dirs(request: Any, ctx: RequestContext) -> Any:
     wanted = _requested(request)
-    logs = ctx.broker.logs
-    results = tuple(_offline_dir_result(ctx, d) if logs.is_offline(d)
+    replicas = ctx.broker.replicas
+    results = tuple(_offline_dir_result(ctx, d) if replicas.is_offline(d)
                     else _dir_result(ctx, d, sizes, wanted)
-                    for d, sizes in logs.log_dir_sizes().items())
+                    for d, sizes in replicas.log_dir_sizes().items())
     return build(ctx.resp.DescribeLogDirsResponse, throttle_time=NO_THROTTLE,
                  error_code=ErrorCode.none, results=results)
 

@@ -5,6 +5,10 @@ file becomes a file range in the response, which the connection sends with ``sen
 still encodes the response structure; every records field is first encoded as a unique
 placeholder, which is then swapped for the real length prefix and the file range.
 
+Reads go through the partition's :meth:`~moldau.replica.partition.Partition.read`, which checks
+the client's leader epoch and leadership and stops consumers at the high watermark; waiting
+fetches park in the replica manager's fetch purgatory.
+
 Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients
 that no session was created, so they keep sending full fetch requests. That is always correct.
 """
@@ -21,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from ...log.errors import OffsetOutOfRangeError, StorageError
 from ...protocol import codec
 from ...protocol.codec import build
+from ...replica import ReplicaError
 from .. import offload
 from ..broker import Broker, RequestContext
 from ..response import FileRange, Response
@@ -78,19 +83,23 @@ async def _read_all(broker: Broker, request: Any
             if topic_code is not ErrorCode.none or name is None:
                 parts.append(_PartitionRead(name, p.partition, topic_code))
                 continue
-            plog = broker.partition_log(name, p.partition)
-            if plog is None or plog.offline:
+            partition = broker.partition(name, p.partition)
+            if partition is None or partition.offline:
                 parts.append(_PartitionRead(name, p.partition,
-                                            ErrorCode.kafka_storage_error if plog
+                                            ErrorCode.kafka_storage_error if partition
                                             else ErrorCode.unknown_topic_or_partition))
                 continue
-            read = _PartitionRead(name, p.partition, ErrorCode.none, plog.high_watermark,
-                                  plog.log_start_offset)
+            read = _PartitionRead(name, p.partition, ErrorCode.none, partition.high_watermark,
+                                  partition.log_start_offset)
             limit = min(p.partition_max_bytes, budget - total)
             if limit > 0 or total == 0:
                 try:
-                    data = plog.read(p.fetch_offset, max(limit, 0), min_one_batch=total == 0,
-                                     max_offset=plog.high_watermark)
+                    data = partition.read(
+                        p.fetch_offset, max(limit, 0), min_one_batch=total == 0,
+                        current_leader_epoch=getattr(p, "current_leader_epoch", -1))
+                except ReplicaError as exc:
+                    read = _PartitionRead(name, p.partition, exc.code)
+                    data = None
                 except OffsetOutOfRangeError:
                     read.code = ErrorCode.offset_out_of_range
                     data = None
@@ -190,6 +199,6 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             for r in parts
             if r.topic is not None
         ]
-        await broker.purgatory.wait(keys, min_bytes - total, max_wait_s)
+        await broker.replicas.wait_for_data(keys, min_bytes - total, max_wait_s)
         reads, total = await _read_all(broker, request)
     return await _encode(ctx, reads)

@@ -36,7 +36,8 @@ def _requested_names(request: Any, ctx: RequestContext) -> list[str | None] | No
 
 
 def topic_entry(ctx: RequestContext, name: str, operations: int) -> Any:
-    """The metadata of one existing topic: every partition led by this broker."""
+    """The metadata of one existing topic: leader, epoch, replicas and ISR of each partition,
+    as its :class:`~moldau.replica.partition.Partition` holds them."""
     m = ctx.resp
     broker = ctx.broker
     topic = broker.metadata.topic(name)
@@ -44,22 +45,29 @@ def topic_entry(ctx: RequestContext, name: str, operations: int) -> Any:
     node = broker.node_id
     partitions = []
     for p in range(topic.partitions):
-        plog = broker.partition_log(name, p)
-        if plog is not None and plog.offline:
+        hosted = broker.partition(name, p)
+        if hosted is None:
+            # Named by the metadata but not hosted (being created or deleted): no leader yet.
+            partitions.append(build(
+                m.MetadataResponsePartition, error_code=ErrorCode.leader_not_available,
+                partition_index=p, leader_id=-1, leader_epoch=-1, replica_nodes=(node,),
+                isr_nodes=(), offline_replicas=()))
+            continue
+        if hosted.offline:
             # Its only replica is in an offline log dir: no leader, as Kafka reports it.
             partitions.append(build(
                 m.MetadataResponsePartition, error_code=ErrorCode.leader_not_available,
-                partition_index=p, leader_id=-1, leader_epoch=broker.leader_epoch,
-                replica_nodes=(node,), isr_nodes=(), offline_replicas=(node,)))
+                partition_index=p, leader_id=-1, leader_epoch=hosted.leader_epoch,
+                replica_nodes=hosted.replicas, isr_nodes=(), offline_replicas=(node,)))
             continue
         partitions.append(build(
             m.MetadataResponsePartition,
             error_code=ErrorCode.none,
             partition_index=p,
-            leader_id=node,
-            leader_epoch=broker.leader_epoch,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
+            leader_id=hosted.leader_id,
+            leader_epoch=hosted.leader_epoch,
+            replica_nodes=hosted.replicas,
+            isr_nodes=tuple(sorted(hosted.isr)),
             offline_replicas=(),
         ))
     return build(

@@ -1,9 +1,11 @@
 """Produce: validate each partition's record batches, append them, acknowledge.
 
-Batches stay opaque bytes: the log parses their 61-byte headers, checks CRC32C in C, patches the
-base offset and appends. A single node is its own ISR, so the high watermark follows the log
-end offset at once and ``acks=all`` completes as soon as the append is done, unless the topic
-asks for more in-sync replicas than exist.
+Batches stay opaque bytes: the partition's leader appends them through
+:meth:`~moldau.replica.partition.Partition.append_as_leader` (the log parses their 61-byte
+headers, checks CRC32C in C, patches the base offset and appends). ``acks=all`` answers once
+every partition's high watermark passed its records (the replica manager parks the request
+until then, at most the request's timeout); on a single broker the ISR is {self}, so that is
+at once after the append.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from ...log.errors import (
     RecordTooLargeError,
     StorageError,
 )
-from ...log.partition_log import AppendOrigin
+from ...log.partition_log import AppendOrigin, AppendResult
 from ...protocol.codec import build
 from ...protocol.frames import FrameError
+from ...replica import Partition, ReplicaError
 from ..broker import RequestContext, now_ms
 from ..errors import ApiError
 from ..topic_names import INTERNAL_TOPICS
@@ -76,24 +79,31 @@ def _partition_response(m: Any, index: int, code: ErrorCode, message: str | None
     )
 
 
+class _Appended:
+    """A partition whose records are written, waiting for its high watermark (acks=all)."""
+
+    __slots__ = ("index", "partition", "result")
+
+    def __init__(self, index: int, partition: Partition, result: AppendResult) -> None:
+        self.index = index
+        self.partition = partition
+        self.result = result
+
+
 def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
+    """The partition's response, or an :class:`_Appended` when acks=all must still wait."""
     m = ctx.resp
-    broker = ctx.broker
     index = data.index
-    plog = broker.partition_log(topic, index)
-    if plog is None:
+    partition = ctx.broker.partition(topic, index)
+    if partition is None:
         return _partition_response(m, index, ErrorCode.unknown_topic_or_partition,
                                    "This server does not host this topic-partition.")
     if data.records is None:
         return _partition_response(m, index, ErrorCode.corrupt_message, "records are null")
-    if acks == -1 and plog.config.min_insync_replicas > 1:
-        return _partition_response(
-            m, index, ErrorCode.not_enough_replicas,
-            f"min.insync.replicas={plog.config.min_insync_replicas} but the ISR has 1 replica",
-        )
     try:
-        result = plog.append(data.records, leader_epoch=broker.leader_epoch, now_ms=now_ms(),
-                             origin=AppendOrigin.CLIENT)
+        result = partition.append_as_leader(data.records, AppendOrigin.CLIENT, acks, now_ms())
+    except ReplicaError as exc:
+        return _partition_response(m, index, exc.code, exc.message)
     except LogError as exc:
         if not isinstance(exc, StorageError):
             log.info("rejected produce to %s-%d: %s", topic, index, exc)
@@ -101,19 +111,39 @@ def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
                     ErrorCode.unknown_server_error)
         record_errors = exc.record_errors if isinstance(exc, InvalidRecordError) else ()
         return _partition_response(m, index, code, str(exc), record_errors=record_errors)
-    plog.high_watermark = plog.log_end_offset
-    broker.purgatory.notify_append((topic, index), len(data.records))
+    if acks == -1:
+        reached = partition.acks_reached(result.last_offset + 1)
+        if reached is not ErrorCode.none:  # not there yet (or it failed): answer after the wait
+            return _Appended(index, partition, result)
+    return _appended_response(m, index, ErrorCode.none, result)
+
+
+def _appended_response(m: Any, index: int, code: ErrorCode, result: AppendResult) -> Any:
     return _partition_response(
-        m, index, ErrorCode.none, None, result.base_offset, result.log_append_time_ms,
+        m, index, code, None, result.base_offset, result.log_append_time_ms,
         result.log_start_offset,
     )
+
+
+async def _await_acks(ctx: RequestContext, request: Any, topics: list[tuple[str, list[Any]]]
+                      ) -> None:
+    """Replace every :class:`_Appended` by its response once its ISR has the records."""
+    waiting = [(entries, i, entry) for _, entries in topics for i, entry in enumerate(entries)
+               if isinstance(entry, _Appended)]
+    if not waiting:
+        return
+    codes = await ctx.broker.replicas.wait_for_acks(
+        [(entry.partition, entry.result.last_offset + 1) for _, _, entry in waiting],
+        request.timeout.total_seconds())
+    for (entries, i, entry), code in zip(waiting, codes, strict=True):
+        entries[i] = _appended_response(ctx.resp, entry.index, code, entry.result)
 
 
 async def handle(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     broker = ctx.broker
     acks = request.acks
-    topics = []
+    appended_topics: list[tuple[str, list[Any]]] = []
     pacer = Pacer()
     for topic_data in request.topic_data:
         name = topic_data.name
@@ -133,15 +163,17 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             except ApiError as exc:
                 code, message = exc.code, exc.message
         if code is not None:
-            partitions = tuple(_partition_response(m, p.index, code, message)
-                               for p in topic_data.partition_data)
+            entries = [_partition_response(m, p.index, code, message)
+                       for p in topic_data.partition_data]
         else:
-            appended = []
+            entries = []
             for p in topic_data.partition_data:
-                appended.append(_append(ctx, name, p, acks))
+                entries.append(_append(ctx, name, p, acks))
                 await pacer.tick()
-            partitions = tuple(appended)
-        topics.append(build(m.TopicProduceResponse, name=name, partition_responses=partitions))
+        appended_topics.append((name, entries))
+    await _await_acks(ctx, request, appended_topics)
+    topics = [build(m.TopicProduceResponse, name=name, partition_responses=tuple(entries))
+              for name, entries in appended_topics]
     if acks == 0:
         failed = [
             # error_message exists from v8 on; acks=0 is legal in every version.

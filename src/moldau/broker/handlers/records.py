@@ -1,12 +1,14 @@
 """DeleteRecords and OffsetForLeaderEpoch: moving the log start, and epoch end offsets.
 
-DeleteRecords only advances a partition's log start offset; whole segments below it go when the
-log layer decides (as in Kafka, where the retention thread removes them later). A single node is
-its own ISR, so the new low watermark is known at once and nothing waits in a purgatory.
+DeleteRecords only advances a partition's log start offset (through its leader's
+:meth:`~moldau.replica.partition.Partition.delete_records_on_leader`); whole segments below it
+go when the log layer decides (as in Kafka, where the retention thread removes them later). A
+single node is its own ISR, so the new low watermark is known at once and nothing waits in a
+purgatory.
 
 OffsetForLeaderEpoch lets a consumer that resumes from a position with a known leader epoch
 detect log truncation (KIP-320): the broker answers with the end offset of that epoch from the
-log's leader-epoch cache.
+log's leader-epoch cache, after the partition checked the client's view of the epoch.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from ...log.errors import OffsetOutOfRangeError, StorageError
 from ...protocol.codec import build
+from ...replica import ReplicaError
 from ..broker import RequestContext
 from ..errors import ApiError
 from .api_versions import NO_THROTTLE
@@ -24,22 +27,19 @@ from .pacing import Pacer
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-NO_CURRENT_EPOCH = -1
 
 
 def _delete_before(ctx: RequestContext, topic: str, partition: int, offset: int) -> int:
     """Advance the log start of one partition to ``offset``; return the new low watermark."""
-    plog = ctx.broker.partition_log(topic, partition)
-    if plog is None:
+    hosted = ctx.broker.partition(topic, partition)
+    if hosted is None:
         raise ApiError(ErrorCode.unknown_topic_or_partition)
-    if not plog.config.deletes:
-        # Kafka refuses on compact-only topics: moving the start would break the guarantee that
-        # a compacted log keeps the latest value of every key.
-        raise ApiError(ErrorCode.policy_violation)
     # The log takes -1 as the high watermark, refuses offsets above it, and treats offsets
     # below the current start as already deleted, all as Kafka does.
     try:
-        return plog.delete_records_before(offset)
+        return hosted.delete_records_on_leader(offset)
+    except ReplicaError as exc:
+        raise ApiError(exc.code, exc.message) from exc
     except OffsetOutOfRangeError as exc:
         raise ApiError(ErrorCode.offset_out_of_range, str(exc)) from exc
     except StorageError as exc:  # logged once by the failure channel
@@ -69,24 +69,16 @@ async def handle_delete_records(request: Any, ctx: RequestContext) -> Any:
 
 def _epoch_end(ctx: RequestContext, topic: str, p: Any) -> tuple[ErrorCode, int, int]:
     """(error, leader epoch, end offset) of the epoch asked for in one partition request."""
-    broker = ctx.broker
-    plog = broker.partition_log(topic, p.partition)
-    if plog is None:
+    partition = ctx.broker.partition(topic, p.partition)
+    if partition is None:
         return ErrorCode.unknown_topic_or_partition, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-    if plog.offline:
+    if partition.offline:
         return ErrorCode.kafka_storage_error, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-    current = p.current_leader_epoch
-    # The client's view of the leader epoch must match ours, as in a fetch (KIP-320):
-    # newer means we have not caught up with the controller, older means the client is stale.
-    if current != NO_CURRENT_EPOCH and current > broker.leader_epoch:
-        return ErrorCode.unknown_leader_epoch, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-    if current != NO_CURRENT_EPOCH and current < broker.leader_epoch:
-        return ErrorCode.fenced_leader_epoch, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-    if p.leader_epoch == UNDEFINED_EPOCH:
-        return ErrorCode.none, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-    epoch, end_offset = plog.end_offset_for_epoch(p.leader_epoch)
-    if end_offset == UNDEFINED_EPOCH_OFFSET:
-        return ErrorCode.none, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+    try:
+        epoch, end_offset = partition.last_offset_for_leader_epoch(p.current_leader_epoch,
+                                                                   p.leader_epoch)
+    except ReplicaError as exc:
+        return exc.code, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
     return ErrorCode.none, epoch, end_offset
 
 

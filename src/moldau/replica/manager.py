@@ -1,0 +1,134 @@
+"""Every partition this broker hosts, by (topic, partition): Kafka's ReplicaManager.
+
+The manager sits between the request handlers and the log manager. It hosts a
+:class:`~moldau.replica.partition.Partition` for every partition log (made when the broker
+starts, when topics are created or grow, dropped when they are deleted), answers the handlers'
+lookups, parks ``acks=all`` produces until their partitions' high watermarks pass them, holds
+the fetch purgatory (fetches waiting for data), and runs the ISR-expiry chore.
+
+A broker without a cluster leads every partition it hosts at epoch 0 (or the latest epoch in
+the partition's leader-epoch checkpoint), with ISR = replicas = {itself}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from ..log.manager import LogManager
+from ..log.partition_log import PartitionLog
+from .partition import Partition, TopicPartition
+from .purgatory import FetchPurgatory
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaManager:
+    """The broker's hosted partitions and what waits on them; see the module docstring."""
+
+    def __init__(self, logs: LogManager, local_id: int) -> None:
+        self._logs = logs
+        self.local_id = local_id
+        #: Fetches waiting for data (woken when a high watermark passes new bytes).
+        self.fetch_purgatory = FetchPurgatory()
+        self._partitions: dict[TopicPartition, Partition] = {}
+
+    # -- hosting -----------------------------------------------------------------------------
+
+    def host_loaded(self) -> None:
+        """Host every partition log the log manager holds (start-up, once the broker made the
+        logs on disk agree with the metadata)."""
+        self._host(self._logs.all_logs())
+
+    def _host(self, plogs: Iterable[PartitionLog]) -> None:
+        """Make a Partition of each log and lead it (a single broker: ISR = {self})."""
+        me = self.local_id
+        notify = self.fetch_purgatory.notify_append
+        for plog in plogs:
+            partition = Partition(plog, me, on_committed=notify)
+            partition.make_leader(max(plog.latest_epoch, 0), (me,))
+            self._partitions[partition.key] = partition
+
+    def adopt(self, made: Sequence[tuple[PartitionLog, Path]]) -> None:
+        """New (or re-attached) partition logs: hand them to the log manager, then host them."""
+        self._logs.adopt(made)
+        self._host(plog for plog, _ in made)
+
+    def detach(self, topic: str, partitions: Iterable[int]) -> list[PartitionLog]:
+        """Stop hosting these partitions (a deletion): produces waiting on them are answered
+        NOT_LEADER_OR_FOLLOWER, fetches waiting on them wake; their logs are returned."""
+        numbers = list(partitions)
+        detached = self._logs.detach(topic, numbers)
+        for number in numbers:
+            key = (topic, number)
+            partition = self._partitions.pop(key, None)
+            if partition is not None:
+                partition.fail_waiters(ErrorCode.not_leader_or_follower)
+            self.fetch_purgatory.wake_all(key)
+        return detached
+
+    def dir_offline(self, log_dir: Path) -> None:
+        """A log dir failed: wake the fetches waiting on its partitions (they now answer
+        KAFKA_STORAGE_ERROR) and answer its ``acks=all`` waiters."""
+        for plog in self._logs.all_logs_in(log_dir):
+            key = (plog.topic, plog.partition)
+            partition = self._partitions.get(key)
+            if partition is not None:
+                partition.fail_waiters(ErrorCode.kafka_storage_error)
+            self.fetch_purgatory.wake_all(key)
+
+    # -- lookups -----------------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> Partition | None:
+        """The hosted partition, or None when this broker does not host it."""
+        return self._partitions.get((topic, partition))
+
+    def all_partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def log_dir_sizes(self) -> dict[Path, dict[TopicPartition, int]]:
+        """Bytes per hosted partition, per log dir (DescribeLogDirs)."""
+        return self._logs.log_dir_sizes()
+
+    def is_offline(self, log_dir: Path) -> bool:
+        return self._logs.is_offline(log_dir)
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    async def wait_for_acks(self, waits: Sequence[tuple[Partition, int]],
+                            timeout_s: float) -> list[ErrorCode]:
+        """Wait until each partition's high watermark reaches its end offset (acks=all), at
+        most ``timeout_s``; the answer per partition, REQUEST_TIMED_OUT for those that did
+        not get there in time (their records are written and may still be replicated)."""
+        futures = [partition.wait_for_acks(end) for partition, end in waits]
+        pending = [f for f in futures if not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=max(timeout_s, 0))
+        codes = []
+        for future in futures:
+            if future.done():
+                codes.append(future.result())
+            else:
+                future.cancel()
+                codes.append(ErrorCode.request_timed_out)
+        return codes
+
+    async def wait_for_data(self, keys: Iterable[TopicPartition], needed: int,
+                            timeout_s: float) -> None:
+        """Park a fetch until ``needed`` more bytes are visible on ``keys`` or time is up."""
+        await self.fetch_purgatory.wait(keys, needed, timeout_s)
+
+    # -- chores ------------------------------------------------------------------------------
+
+    def shrink_isrs(self, now_ms: int, max_lag_ms: int) -> int:
+        """Drop lagging followers from every led partition's ISR (``replica.lag.time.max.ms``);
+        the number of partitions whose ISR shrank."""
+        shrunk = 0
+        for partition in self._partitions.values():
+            if len(partition.isr) > 1 and partition.maybe_shrink_isr(now_ms, max_lag_ms):
+                shrunk += 1
+        return shrunk

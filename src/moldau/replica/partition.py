@@ -1,0 +1,448 @@
+"""One hosted partition as the replica layer sees it (Kafka's ``cluster.Partition``).
+
+A :class:`Partition` wraps the :class:`~moldau.log.partition_log.PartitionLog` and owns what
+replication is about: the role (leader or follower), the leader epoch, the ISR, what the
+leader knows of each follower (its log end offset, when it was last caught up), the high
+watermark, and the ``acks=all`` produce requests waiting for it. Request handlers append and
+read through it, so every epoch, leadership and ISR check is made in one place.
+
+The high watermark is the lowest log end offset in the ISR. Its value is stored on the log
+(which clamps it to the log's bounds, raises it with the log start and lowers it on
+truncation, and whose manager writes it to Kafka's ``replication-offset-checkpoint``), but only
+this class moves it forward. On a single broker the ISR is {self}, so the high watermark
+follows the log end offset at once and ``acks=all`` completes right after the append.
+
+ISR changes are applied here at once; ``on_isr_change`` is told of each one (where a cluster
+will write it to its metadata store, fenced by the leader epoch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from ..log.config import LogConfig
+from ..log.file_slice import FileSlice
+from ..log.partition_log import AppendOrigin, AppendResult, PartitionLog
+from .errors import ReplicaError
+
+log = logging.getLogger(__name__)
+
+#: ``current_leader_epoch`` of a request that does not ask for an epoch check.
+NO_EPOCH = -1
+#: ListOffsets sentinels (Kafka's ListOffsetsRequest constants).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+TopicPartition = tuple[str, int]
+
+
+class Role(enum.Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower, learnt from its Fetch requests."""
+
+    #: The follower's log end offset (its fetch offset); -1 until it fetched.
+    log_end_offset: int = -1
+    #: When the follower was last known to have everything the leader had.
+    last_caught_up_ms: int = 0
+    #: Time and leader log end offset of the follower's previous fetch (Kafka's rule: a fetch
+    #: that reaches what the leader had at the previous fetch was caught up at that time).
+    last_fetch_ms: int = 0
+    last_fetch_leader_end_offset: int = -1
+
+
+class _AcksWaiter:
+    """A produce with ``acks=all``: done once the high watermark reaches ``end_offset``."""
+
+    __slots__ = ("end_offset", "future")
+
+    def __init__(self, end_offset: int) -> None:
+        self.end_offset = end_offset
+        self.future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+
+class Partition:
+    """Role, epoch, ISR, follower positions, high watermark and acks waiters of a partition."""
+
+    def __init__(
+        self,
+        plog: PartitionLog,
+        local_id: int,
+        *,
+        on_committed: Callable[[TopicPartition, int], None] | None = None,
+        on_isr_change: Callable[[Partition, frozenset[int]], None] | None = None,
+    ) -> None:
+        """A partition hosted here, a follower of nobody until :meth:`make_leader` or
+        :meth:`make_follower` (the replica manager makes a single broker leader at once).
+
+        ``on_committed(key, bytes)`` is called when the high watermark moves past newly
+        appended bytes (it wakes fetches waiting for data); ``on_isr_change(partition, old)``
+        after every ISR change.
+        """
+        self._log = plog
+        self.local_id = local_id
+        self.key: TopicPartition = (plog.topic, plog.partition)
+        self.role = Role.FOLLOWER
+        self.leader_id = -1
+        self.leader_epoch = NO_EPOCH
+        #: Every replica assigned to the partition (this broker's id included).
+        self.replicas: tuple[int, ...] = (local_id,)
+        self.isr: frozenset[int] = frozenset()
+        self._followers: dict[int, FollowerState] = {}
+        self._waiters: collections.deque[_AcksWaiter] = collections.deque()
+        #: Bytes appended that consumers cannot see yet (for waking waiting fetches).
+        self._uncommitted_bytes = 0
+        self._on_committed = on_committed
+        self._on_isr_change = on_isr_change
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.topic}-{self.partition}, {self.role.value}, "
+                f"epoch={self.leader_epoch}, isr={sorted(self.isr)}, hw={self.high_watermark})")
+
+    # -- what it is ------------------------------------------------------------------------
+
+    @property
+    def log(self) -> PartitionLog:
+        """The partition's log, for the layers below (cleaner, scrubber, loaders)."""
+        return self._log
+
+    @property
+    def topic(self) -> str:
+        return self._log.topic
+
+    @property
+    def partition(self) -> int:
+        return self._log.partition
+
+    @property
+    def config(self) -> LogConfig:
+        return self._log.config
+
+    @property
+    def offline(self) -> bool:
+        """True once the partition's log dir failed (no leader then, as Kafka reports it)."""
+        return self._log.offline
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    @property
+    def high_watermark(self) -> int:
+        return self._log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    def follower(self, replica_id: int) -> FollowerState | None:
+        """What the leader knows of one follower (None: not a follower of this partition)."""
+        return self._followers.get(replica_id)
+
+    # -- role changes ------------------------------------------------------------------------
+
+    def make_leader(self, epoch: int, isr: Iterable[int], replicas: Iterable[int] | None = None,
+                    now_ms: int = 0) -> bool:
+        """Lead the partition from ``epoch`` with this ISR (which must hold this broker).
+
+        False (nothing changes) for an epoch older than the current one: the request comes
+        from a stale controller. Every follower starts as caught up at ``now_ms`` if in the
+        ISR, as in Kafka, so it is not dropped before it had a chance to fetch.
+        """
+        if epoch < self.leader_epoch:
+            log.info("%s-%d: ignoring leadership at epoch %d, already at %d", self.topic,
+                     self.partition, epoch, self.leader_epoch)
+            return False
+        new_isr = frozenset(isr)
+        if self.local_id not in new_isr:
+            raise ValueError(f"the ISR {sorted(new_isr)} of a leader must hold itself")
+        self.role = Role.LEADER
+        self.leader_id = self.local_id
+        self.leader_epoch = epoch
+        self.replicas = tuple(replicas) if replicas is not None else tuple(sorted(new_isr))
+        self.isr = new_isr
+        self._followers = {
+            r: FollowerState(last_caught_up_ms=now_ms if r in new_isr else 0)
+            for r in self.replicas if r != self.local_id
+        }
+        self._maybe_increment_high_watermark()
+        return True
+
+    def make_follower(self, leader_id: int, epoch: int) -> bool:
+        """Follow ``leader_id`` from ``epoch``; False for a stale epoch (nothing changes).
+
+        Produce requests waiting for ``acks=all`` are answered NOT_LEADER_OR_FOLLOWER: their
+        records may or may not survive the new leader's truncation, and the producer retries.
+        """
+        if epoch < self.leader_epoch:
+            return False
+        self.role = Role.FOLLOWER
+        self.leader_id = leader_id
+        self.leader_epoch = epoch
+        self.isr = frozenset()
+        self._followers = {}
+        self.fail_waiters(ErrorCode.not_leader_or_follower)
+        return True
+
+    def fail_waiters(self, code: ErrorCode) -> None:
+        """Answer every ``acks=all`` waiter with ``code`` (leadership lost, partition gone)."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.future.done():
+                waiter.future.set_result(code)
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def check_epoch(self, current_leader_epoch: int, *, require_leader: bool = True) -> None:
+        """Refuse a request whose view of the leader epoch is not ours (KIP-320), then one
+        that needs the leader when this broker follows.
+
+        A newer epoch means this broker has not heard of the change yet (UNKNOWN_LEADER_EPOCH,
+        the client retries); an older one means the client is stale (FENCED_LEADER_EPOCH, it
+        refreshes its metadata). -1 skips the epoch check.
+        """
+        if current_leader_epoch != NO_EPOCH:
+            if current_leader_epoch > self.leader_epoch:
+                raise ReplicaError(ErrorCode.unknown_leader_epoch,
+                                   f"epoch {current_leader_epoch} is newer than "
+                                   f"{self.leader_epoch} of {self.topic}-{self.partition}")
+            if current_leader_epoch < self.leader_epoch:
+                raise ReplicaError(ErrorCode.fenced_leader_epoch,
+                                   f"epoch {current_leader_epoch} is older than "
+                                   f"{self.leader_epoch} of {self.topic}-{self.partition}")
+        if require_leader and self.role is not Role.LEADER:
+            raise ReplicaError(ErrorCode.not_leader_or_follower,
+                               f"broker {self.local_id} is not the leader of "
+                               f"{self.topic}-{self.partition}")
+
+    # -- produce -----------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, origin: AppendOrigin,
+                         required_acks: int, now_ms: int) -> AppendResult:
+        """Append a produce request's (or a coordinator's) batches, as the leader.
+
+        ``required_acks=-1`` with fewer than ``min.insync.replicas`` in the ISR is refused
+        before anything is written (NOT_ENOUGH_REPLICAS). Log errors pass through. The batches
+        stay opaque bytes: the log patches their headers and writes them with one writev.
+        """
+        if self.role is not Role.LEADER:
+            raise ReplicaError(ErrorCode.not_leader_or_follower,
+                               f"broker {self.local_id} is not the leader of "
+                               f"{self.topic}-{self.partition}")
+        min_isr = self._log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise ReplicaError(ErrorCode.not_enough_replicas,
+                               f"min.insync.replicas={min_isr} but the ISR has "
+                               f"{len(self.isr)} replica{'s' if len(self.isr) != 1 else ''}")
+        result = self._log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms,
+                                  origin=origin)
+        self._uncommitted_bytes += len(records)
+        self._maybe_increment_high_watermark()
+        return result
+
+    def acks_reached(self, end_offset: int) -> ErrorCode | None:
+        """The answer to an ``acks=all`` produce whose records end before ``end_offset``:
+        None while the high watermark is below it, then NONE, or
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below ``min.insync.replicas``
+        meanwhile (the records are written but not as safely as asked), as in Kafka."""
+        if self.role is not Role.LEADER:
+            return ErrorCode.not_leader_or_follower
+        if self._log.high_watermark < end_offset:
+            return None
+        if len(self.isr) < self._log.config.min_insync_replicas:
+            return ErrorCode.not_enough_replicas_after_append
+        return ErrorCode.none
+
+    def wait_for_acks(self, end_offset: int) -> asyncio.Future[ErrorCode]:
+        """A future with :meth:`acks_reached`'s answer, set once the high watermark reaches
+        ``end_offset`` (or leadership is lost)."""
+        waiter = _AcksWaiter(end_offset)
+        code = self.acks_reached(end_offset)
+        if code is not None:
+            waiter.future.set_result(code)
+        else:
+            self._waiters.append(waiter)
+        return waiter.future
+
+    # -- high watermark and ISR --------------------------------------------------------------
+
+    def _maybe_increment_high_watermark(self) -> bool:
+        """Move the high watermark to the lowest log end offset in the ISR if that is higher;
+        wake the fetches and ``acks=all`` produces that waited for it."""
+        if self.role is not Role.LEADER:
+            return False
+        new = self._log.log_end_offset
+        for replica in self.isr:
+            if replica != self.local_id:
+                new = min(new, self._followers[replica].log_end_offset)
+        if new <= self._log.high_watermark:
+            return False
+        self._log.high_watermark = new
+        if self._uncommitted_bytes and self._on_committed is not None:
+            # Waiting fetches count bytes; when the watermark stops short of the log end, the
+            # count may be early (the fetch then answers with what is visible).
+            self._on_committed(self.key, self._uncommitted_bytes)
+        self._uncommitted_bytes = 0
+        waiters = self._waiters
+        while waiters and waiters[0].end_offset <= new:
+            waiter = waiters.popleft()
+            if not waiter.future.done():
+                code = self.acks_reached(waiter.end_offset)
+                waiter.future.set_result(code if code is not None else ErrorCode.none)
+        return True
+
+    def update_follower_position(self, replica_id: int, log_end_offset: int,
+                                 now_ms: int) -> None:
+        """Record a follower's Fetch at ``log_end_offset`` (the offset it fetches from).
+
+        Kafka's rules: a follower that reached the leader's log end offset is caught up now;
+        one that reached what the leader had at its previous fetch was caught up then. A
+        follower outside the ISR joins it once it reached the high watermark and the start of
+        the current leader epoch; the high watermark may then advance.
+        """
+        if self.role is not Role.LEADER:
+            raise ReplicaError(ErrorCode.not_leader_or_follower,
+                               f"broker {self.local_id} is not the leader of "
+                               f"{self.topic}-{self.partition}")
+        state = self._followers.get(replica_id)
+        if state is None:
+            raise ReplicaError(ErrorCode.unknown_server_error,
+                               f"broker {replica_id} is not a replica of "
+                               f"{self.topic}-{self.partition}")
+        leader_end = self._log.log_end_offset
+        if log_end_offset >= leader_end:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
+        elif log_end_offset >= state.last_fetch_leader_end_offset >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.last_fetch_leader_end_offset = leader_end
+        state.last_fetch_ms = now_ms
+        state.log_end_offset = log_end_offset
+        if replica_id not in self.isr and self._in_sync(state):
+            self._change_isr(self.isr | {replica_id})
+        self._maybe_increment_high_watermark()
+
+    def _in_sync(self, state: FollowerState) -> bool:
+        """Can a follower outside the ISR join it (Kafka's isFollowerInSync)?"""
+        if state.log_end_offset < self._log.high_watermark:
+            return False
+        epoch_start = self._epoch_start_offset()
+        return epoch_start is None or state.log_end_offset >= epoch_start
+
+    def _epoch_start_offset(self) -> int | None:
+        """Where the current leader epoch starts in the log (None: nothing written in it)."""
+        for epoch, start in reversed(self._log.leader_epochs):
+            if epoch == self.leader_epoch:
+                return start
+            if epoch < self.leader_epoch:
+                break
+        return None
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> frozenset[int]:
+        """ISR members that are behind the leader and were last caught up more than
+        ``max_lag_ms`` ago (``replica.lag.time.max.ms``)."""
+        if self.role is not Role.LEADER or len(self.isr) <= 1:
+            return frozenset()
+        leader_end = self._log.log_end_offset
+        out = []
+        for replica in self.isr:
+            if replica == self.local_id:
+                continue
+            state = self._followers[replica]
+            if state.log_end_offset != leader_end and now_ms - state.last_caught_up_ms > max_lag_ms:
+                out.append(replica)
+        return frozenset(out)
+
+    def maybe_shrink_isr(self, now_ms: int, max_lag_ms: int) -> frozenset[int]:
+        """Drop the followers that lag too long from the ISR; the ones dropped. The high
+        watermark may advance (it no longer waits for them)."""
+        out = self.out_of_sync_replicas(now_ms, max_lag_ms)
+        if out:
+            self._change_isr(self.isr - out)
+            self._maybe_increment_high_watermark()
+        return out
+
+    def _change_isr(self, new_isr: frozenset[int]) -> None:
+        old = self.isr
+        self.isr = new_isr
+        log.info("%s-%d: ISR %s -> %s at epoch %d", self.topic, self.partition, sorted(old),
+                 sorted(new_isr), self.leader_epoch)
+        if self._on_isr_change is not None:
+            self._on_isr_change(self, old)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
+             fetch_only_committed: bool = True, current_leader_epoch: int = NO_EPOCH,
+             require_leader: bool = True) -> FileSlice | None:
+        """Whole batches from ``offset`` as a file range, for a fetch (nothing is copied).
+
+        Consumers see only what is below the high watermark; followers
+        (``fetch_only_committed=False``) read up to the log end. Epoch and leadership checks
+        raise :class:`ReplicaError`; log errors (OffsetOutOfRangeError, StorageError) pass.
+        """
+        self.check_epoch(current_leader_epoch, require_leader=require_leader)
+        return self._log.read(offset, max_bytes, min_one_batch=min_one_batch,
+                              max_offset=self._log.high_watermark if fetch_only_committed
+                              else None)
+
+    def fetch_offset_for_timestamp(self, timestamp: int, current_leader_epoch: int = NO_EPOCH,
+                                   *, require_leader: bool = True) -> tuple[int, int, int]:
+        """ListOffsets for one partition: (timestamp, offset, leader epoch) as Kafka answers.
+
+        LATEST is the high watermark (records above it are not visible yet); the sentinels
+        -2 / -4 the log start; LATEST_TIERED has no answer (nothing is tiered).
+        """
+        self.check_epoch(current_leader_epoch, require_leader=require_leader)
+        epoch = self.leader_epoch
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, self._log.high_watermark, epoch
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return -1, self._log.log_start_offset, epoch
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1
+        found = (self._log.max_timestamp_entry() if timestamp == MAX_TIMESTAMP
+                 else self._log.offset_for_timestamp(timestamp))
+        if found is None:
+            return -1, -1, -1
+        offset, ts = found
+        return ts, offset, epoch
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,
+                                     *, require_leader: bool = True) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) of ``leader_epoch`` in this log, from the
+        leader-epoch cache; (-1, -1) when unknown."""
+        self.check_epoch(current_leader_epoch, require_leader=require_leader)
+        if leader_epoch == NO_EPOCH:
+            return NO_EPOCH, -1
+        epoch, end_offset = self._log.end_offset_for_epoch(leader_epoch)
+        if end_offset == -1:
+            return NO_EPOCH, -1
+        return epoch, end_offset
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords: advance the log start to ``offset`` (-1: the high watermark); the
+        new low watermark. Refused on compact-only topics (POLICY_VIOLATION, as Kafka: moving
+        the start would break the promise to keep the latest value of every key)."""
+        self.check_epoch(NO_EPOCH)
+        if not self._log.config.deletes:
+            raise ReplicaError(ErrorCode.policy_violation,
+                               f"{self.topic} is compacted without deletion")
+        return self._log.delete_records_before(offset)
