@@ -481,3 +481,23 @@ def test_failed_acks0_produce_closes_the_connection(strict_broker, healthy, surv
         code, _ = produce_error(c.request(produce(survivor.name, values_batch([b"acked"]))))
         assert code == NONE
     survivor.values += [b"fire-and-forget", b"acked"]
+
+
+@pytest.mark.parametrize(("epoch", "code"), [(1, 75), (-1, NONE), (0, NONE)])
+def test_fetch_checks_the_clients_leader_epoch(strict_broker, healthy, survivor, epoch, code):
+    """A fetch from a newer epoch than the partition's gets UNKNOWN_LEADER_EPOCH (75), as in
+    Kafka (KIP-320); -1 does not ask for a check. The single node leads at epoch 0."""
+    with WireClient.to(strict_broker.bootstrap) as wire:
+        resp = wire.request(FetchRequest(
+            max_wait=_ms(0), min_bytes=1, max_bytes=1_000_000, forgotten_topics_data=(),
+            topics=(FetchTopic(topic=survivor.name, partitions=(
+                FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1_000_000,
+                               current_leader_epoch=epoch),
+            )),),
+        ))
+        part = resp.responses[0].partitions[0]
+        assert int(part.error_code) == code
+        if code == NONE:
+            assert decode_batches(bytes(part.records)), "the records are served"
+        else:
+            assert not part.records and int(part.high_watermark) == -1

@@ -92,23 +92,24 @@ async def _read_all(broker: Broker, request: Any
             read = _PartitionRead(name, p.partition, ErrorCode.none, partition.high_watermark,
                                   partition.log_start_offset)
             limit = min(p.partition_max_bytes, budget - total)
-            if limit > 0 or total == 0:
-                try:
-                    data = partition.read(
-                        p.fetch_offset, max(limit, 0), min_one_batch=total == 0,
-                        current_leader_epoch=getattr(p, "current_leader_epoch", -1))
-                except ReplicaError as exc:
-                    read = _PartitionRead(name, p.partition, exc.code)
-                    data = None
-                except OffsetOutOfRangeError:
-                    read.code = ErrorCode.offset_out_of_range
-                    data = None
-                except StorageError:  # an offline log dir, or a failed read (logged once)
-                    read.code = ErrorCode.kafka_storage_error
-                    data = None
-                if data is not None and data.size > 0:
-                    read.data = data
-                    total += data.size
+            current_epoch = getattr(p, "current_leader_epoch", -1)
+            data = None
+            try:
+                if limit > 0 or total == 0:
+                    data = partition.read(p.fetch_offset, max(limit, 0),
+                                          min_one_batch=total == 0,
+                                          current_leader_epoch=current_epoch)
+                else:  # the response is full: nothing is read, the epoch is still checked
+                    partition.check_epoch(current_epoch)
+            except ReplicaError as exc:
+                read = _PartitionRead(name, p.partition, exc.code)
+            except OffsetOutOfRangeError:
+                read.code = ErrorCode.offset_out_of_range
+            except StorageError:  # an offline log dir, or a failed read (logged once)
+                read.code = ErrorCode.kafka_storage_error
+            if data is not None and data.size > 0:
+                read.data = data
+                total += data.size
             parts.append(read)
         reads.append((fetch_topic, parts))
     return reads, total
