@@ -8,7 +8,6 @@ what the broker logged, run by run, across restarts.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -18,21 +17,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-HOST = "127.0.0.1"
-
-
-def terminate(proc: subprocess.Popen[Any], timeout: float) -> None:
-    """SIGTERM (a clean shutdown), then SIGKILL if the process takes longer than ``timeout``."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+from moldau.cluster.processes import HOST, port_accepts, terminate
+from moldau.cluster.processes import die_with_parent as _die_with_parent
 
 
 def free_port() -> int:
@@ -40,26 +28,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
-
-
-def port_accepts(port: int, host: str = HOST, timeout: float = 0.5) -> bool:
-    """True when something accepts TCP connections on host:port."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _die_with_parent() -> None:
-    """In the child: ask Linux to SIGKILL the broker when the test process dies.
-
-    A test run killed by a CI timeout would otherwise leave brokers holding ports and
-    data directories on the machine.
-    """
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 class BrokerStartError(RuntimeError):

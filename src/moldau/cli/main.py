@@ -7,6 +7,7 @@ import confluent_kafka
 
 from .. import __version__
 from .broker_cmd import broker
+from .cluster import cluster_group
 from .configs import config_group
 from .consume import consume
 from .errors import ErrorReportingGroup
@@ -57,6 +58,7 @@ cli.add_command(group_group)
 cli.add_command(pipeline_group)
 cli.add_command(log_group)
 cli.add_command(verify)
+cli.add_command(cluster_group)
 
 
 def main() -> None:
