@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from ..cluster.local import LocalMetadataStore
-from ..cluster.metadata import TopicMetadata
+from ..cluster.metadata import MetadataStore, TopicMetadata
 from ..config import (
     BrokerConfig,
     ConfigError,
@@ -58,6 +58,7 @@ from .response import Response
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
 
 if TYPE_CHECKING:
+    from .cluster_link import ClusterLink
     from .connection import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -148,16 +149,28 @@ class Broker:
         #: I/O errors of every log dir (the metadata store's included) are reported here.
         self.dir_failures = LogDirFailures()
         metadata_dir = log_dirs[0]
+        #: The link to the cluster (ZooKeeper, controller, leadership): only with
+        #: ``zookeeper.connect``; without it the broker is alone and leads everything.
+        self.cluster: ClusterLink | None = None
+        self.metadata: MetadataStore
         try:
-            self.metadata = LocalMetadataStore(
-                metadata_dir,
-                on_io_error=lambda exc: self.dir_failures.io_failed(
-                    metadata_dir, METADATA_STORE, exc),
-                on_io_ok=lambda: self.dir_failures.io_succeeded(METADATA_STORE))
+            if config.zookeeper_connect:
+                from .cluster_link import ClusterLink
+
+                self.cluster = ClusterLink(self)
+                self.metadata = self.cluster.start_store()
+            else:
+                self.metadata = LocalMetadataStore(
+                    metadata_dir,
+                    on_io_error=lambda exc: self.dir_failures.io_failed(
+                        metadata_dir, METADATA_STORE, exc),
+                    on_io_ok=lambda: self.dir_failures.io_succeeded(METADATA_STORE))
             self.config = restore_dynamic_configs(config, self.metadata.broker_configs())
             self.logs = LogManager(log_dirs, cluster_id=self.metadata.cluster_id,
                                    node_id=self.node_id, failures=self.dir_failures)
         except BaseException:
+            if self.cluster is not None:
+                self.cluster.close()
             self._release_locks()
             raise
         #: Receive buffers for large frames, shared by all connections.
@@ -172,7 +185,8 @@ class Broker:
         #: Called to stop the broker (``serve`` sets it); a no-op for brokers run in tests.
         self.request_shutdown: Callable[[], None] = lambda: None
         #: Every hosted partition's role, epoch, ISR and high watermark; handlers use it.
-        self.replicas = ReplicaManager(self.logs, self.node_id)
+        self.replicas = ReplicaManager(self.logs, self.node_id,
+                                       lead_all=self.cluster is None)
         self.dir_failures.add_listener(self._dir_offline)
         #: The request each connection task is handling, named by the loop-stall watchdog.
         self.running = RunningRequests()
@@ -187,6 +201,8 @@ class Broker:
         self.replicas.host_loaded()
         self.groups = GroupService(self, now_ms())
         self.groups.load(now_ms())
+        if self.cluster is not None:
+            self.cluster.register()
         # What start-up loaded (every partition log) lives as long as the broker: later full
         # garbage collections need not walk it (see partition_files.QuietGc).
         gc.freeze()
@@ -212,7 +228,7 @@ class Broker:
             log_config = self.log_config(topic)
             self.logs.update_config(topic.name, log_config)
             have = self.logs.topic_logs(topic.name)
-            missing = [p for p in range(topic.partitions) if p not in have]
+            missing = [p for p in self._local_partitions(topic) if p not in have]
             if missing:
                 if have:
                     log.warning("creating %d missing partitions of %s (empty)", len(missing),
@@ -223,16 +239,21 @@ class Broker:
             for plog in have.values():
                 if plog.topic_id != topic.topic_id:
                     plog.set_topic_id(topic.topic_id)
-        known = self.metadata.topics()
+        local = {name: set(self._local_partitions(t)) for name, t in self.metadata.topics().items()}
         strays: dict[str, list[int]] = {}
         for plog in self.logs.all_logs():
-            owner = known.get(plog.topic)
-            if owner is None or plog.partition >= owner.partitions:
+            if plog.partition not in local.get(plog.topic, ()):
                 strays.setdefault(plog.topic, []).append(plog.partition)
         for name, partitions in strays.items():
             log.warning("deleting %d partitions of %s (%s): not in the metadata", len(partitions),
                         name, _ranges(partitions))
             self.logs.delete_all(name, partitions)
+
+    def _local_partitions(self, topic: TopicMetadata) -> range | list[int]:
+        """The partitions of ``topic`` with a replica here (alone: all of them)."""
+        if self.cluster is None:
+            return range(topic.partitions)
+        return self.cluster.assigned(topic.name)
 
     def reload_log_configs(self) -> None:
         """Re-apply every topic's effective log config, after the broker config changed.
@@ -249,6 +270,15 @@ class Broker:
     def partition(self, topic: str, partition: int) -> Partition | None:
         """The hosted partition (its leadership, ISR, high watermark), None if not hosted."""
         return self.replicas.get(topic, partition)
+
+    def not_hosted_error(self, topic: str, partition: int) -> ErrorCode:
+        """What a request for a partition this broker does not host gets: in a cluster, a
+        partition that exists elsewhere is NOT_LEADER_OR_FOLLOWER (the client refreshes its
+        metadata and goes to the leader); otherwise UNKNOWN_TOPIC_OR_PARTITION."""
+        known = self.metadata.topic(topic)
+        if self.cluster is not None and known is not None and 0 <= partition < known.partitions:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
 
     def _check_new_topic(self, name: str, partitions: int, configs: dict[str, str | None]
                          ) -> tuple[TopicMetadata, Any]:
@@ -326,6 +356,11 @@ class Broker:
         topic, log_config = self._check_new_topic(name, partitions, configs)
         if validate_only:
             return topic
+        if self.cluster is not None:
+            # Not on the loop: ZooKeeper writes happen in the background (clients retry).
+            self.cluster.auto_create(name, partitions, self.config.default_replication_factor,
+                                     topic.configs)
+            raise ApiError(ErrorCode.leader_not_available, f"Topic '{name}' is being created.")
         try:
             made = partition_files.make_partitions(
                 name, self.logs.place(name, range(partitions)), log_config, topic.topic_id)
@@ -342,6 +377,8 @@ class Broker:
         configs: dict[str, str | None],
         *,
         validate_only: bool = False,
+        replication_factor: int = 1,
+        assignment: dict[int, list[int]] | None = None,
     ) -> TopicMetadata:
         """Create a topic, its partition files made on a worker thread, then the metadata.
 
@@ -351,6 +388,11 @@ class Broker:
         """
         topic, log_config = self._check_new_topic(name, partitions, configs)
         if validate_only:
+            return topic
+        if self.cluster is not None:
+            # In a cluster each broker makes the files of its own replicas when it sees the
+            # assignment in ZooKeeper (cluster_link).
+            await self.cluster.create_topic(topic, replication_factor, assignment)
             return topic
         try:
             placed = self.logs.place(name, range(partitions))
@@ -424,6 +466,12 @@ class Broker:
         leaves directories the next start removes, and the metadata still names the topic
         until they are all renamed), then forget it in the metadata, then remove the files
         in the background."""
+        if self.cluster is not None:
+            if self.metadata.topic(name) is None:
+                raise ApiError(ErrorCode.unknown_topic_or_partition,
+                               f"Topic '{name}' does not exist.")
+            await self.cluster.delete_topic(name)
+            return
         topic = self._topic_to_delete(name)
 
         async def work() -> None:
@@ -536,10 +584,14 @@ class Broker:
         self._commit_growth(topic, count, made)
 
     async def add_partitions_async(self, name: str, count: int, *,
-                                   validate_only: bool = False) -> None:
+                                   validate_only: bool = False,
+                                   assignment: dict[int, list[int]] | None = None) -> None:
         """Grow a topic: new partition files on a worker thread, then the metadata."""
         topic = self._check_growth(name, count)
         if validate_only:
+            return
+        if self.cluster is not None:
+            await self.cluster.add_partitions(name, count, assignment)
             return
         try:
             placed = self.logs.place(name, range(topic.partitions, count))
@@ -678,6 +730,8 @@ class Broker:
         lag_ms = self.config.replica_lag_time_max_ms
         self._tasks.append(loop.create_task(self._every(lag_ms // 2, self._expire_isrs)))
         self.groups.start()
+        if self.cluster is not None:
+            self.cluster.attach(loop)
         if self.config.log_cleaner_enable and self.cleaner is None:
             # Compaction runs on its own thread; it changes logs only through this loop.
             self.cleaner = LogCleaner(
@@ -746,9 +800,13 @@ class Broker:
             self.cleaner.stop()
             self.cleaner = None
         try:
-            self.logs.close()
+            if self.cluster is not None:
+                self.cluster.close()
         finally:
-            self._release_locks()
+            try:
+                self.logs.close()
+            finally:
+                self._release_locks()
 
     def _release_locks(self) -> None:
         for lock in self._dir_locks:

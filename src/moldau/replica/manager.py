@@ -30,9 +30,12 @@ log = logging.getLogger(__name__)
 class ReplicaManager:
     """The broker's hosted partitions and what waits on them; see the module docstring."""
 
-    def __init__(self, logs: LogManager, local_id: int) -> None:
+    def __init__(self, logs: LogManager, local_id: int, *, lead_all: bool = True) -> None:
         self._logs = logs
         self.local_id = local_id
+        #: Alone, the broker leads every partition it hosts; in a cluster a hosted partition
+        #: follows no one (leader -1) until its state znode says who leads.
+        self._lead_all = lead_all
         #: Fetches waiting for data (woken when a high watermark passes new bytes).
         self.fetch_purgatory = FetchPurgatory()
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -45,12 +48,16 @@ class ReplicaManager:
         self._host(self._logs.all_logs())
 
     def _host(self, plogs: Iterable[PartitionLog]) -> None:
-        """Make a Partition of each log and lead it (a single broker: ISR = {self})."""
+        """Make a Partition of each log and lead it (a single broker: ISR = {self}); in a
+        cluster, leave it leaderless until the controller's state for it is applied."""
         me = self.local_id
         notify = self.fetch_purgatory.notify_append
         for plog in plogs:
             partition = Partition(plog, me, on_committed=notify)
-            partition.make_leader(max(plog.latest_epoch, 0), (me,))
+            if self._lead_all:
+                partition.make_leader(max(plog.latest_epoch, 0), (me,))
+            else:
+                partition.make_follower(-1, max(plog.latest_epoch, 0))
             self._partitions[partition.key] = partition
 
     def adopt(self, made: Sequence[tuple[PartitionLog, Path]]) -> None:

@@ -2,7 +2,8 @@
 
 The Broker methods do the work and raise :class:`ApiError` with Kafka's codes; this module
 checks what only the request can tell (duplicates within one request, replication factors and
-manual replica assignments, which must name only this node) and shapes the per-topic results.
+manual replica assignments, which must name live brokers: only this node when alone) and
+shapes the per-topic results.
 Each topic succeeds or fails on its own, as in Kafka: one bad topic never fails a whole request,
 except a request that would create more than 10,000 partitions, which Kafka refuses whole
 with POLICY_VIOLATION. The partition files are made (or renamed for deletion) on a worker
@@ -48,7 +49,7 @@ def _first_of_each(topics: Iterable[Any]) -> list[Any]:
 
 
 def _check_assignment(broker: Broker, partition: int, replicas: Sequence[int]) -> None:
-    """A manual assignment on a single node can only put the one replica on this node."""
+    """A manual assignment names only live brokers (alone: only this node)."""
     if not replicas:
         raise ApiError(ErrorCode.invalid_replica_assignment,
                        f"The manual partition assignment of partition {partition} includes an "
@@ -57,20 +58,28 @@ def _check_assignment(broker: Broker, partition: int, replicas: Sequence[int]) -
         raise ApiError(ErrorCode.invalid_replica_assignment,
                        f"The manual partition assignment of partition {partition} includes a "
                        "broker more than once.")
+    live = _live_brokers(broker)
     for broker_id in replicas:
-        if broker_id != broker.node_id:
+        if broker_id not in live:
             raise ApiError(ErrorCode.invalid_replica_assignment,
                            f"The manual partition assignment includes broker {broker_id}, but "
                            "no such broker is registered.")
 
 
-def _check_replication_factor(factor: int) -> None:
+def _live_brokers(broker: Broker) -> list[int]:
+    """The brokers replicas may be placed on: the live ones of the cluster, or this one."""
+    return broker.cluster.live_broker_ids() if broker.cluster is not None else [broker.node_id]
+
+
+def _check_replication_factor(broker: Broker, factor: int) -> None:
     if factor == 0 or factor < UNSET:
         raise ApiError(ErrorCode.invalid_replication_factor,
                        "Replication factor must be larger than 0, or -1 to use the default value.")
-    if factor > 1:
+    available = len(_live_brokers(broker))
+    if factor > available:
         raise ApiError(ErrorCode.invalid_replication_factor,
-                       f"Replication factor: {factor} larger than available brokers: 1.")
+                       f"Replication factor: {factor} larger than available brokers: "
+                       f"{available}.")
 
 
 def _partition_count(broker: Broker, topic: Any) -> int:
@@ -92,7 +101,7 @@ def _partition_count(broker: Broker, topic: Any) -> int:
             _check_assignment(broker, a.partition_index, a.broker_ids)
         return len(indexes)
     factor = topic.replication_factor
-    _check_replication_factor(broker.config.default_replication_factor
+    _check_replication_factor(broker, broker.config.default_replication_factor
                               if factor == UNSET else factor)
     if topic.num_partitions == 0 or topic.num_partitions < UNSET:
         raise ApiError(ErrorCode.invalid_partitions,
@@ -120,8 +129,14 @@ async def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> A
     if broker.metadata.topic(name) is not None:
         raise ApiError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
     partitions = _partition_count(broker, topic)
+    assignment = ({a.partition_index: list(a.broker_ids) for a in topic.assignments}
+                  if topic.assignments else None)
+    factor = (len(next(iter(assignment.values()))) if assignment else
+              broker.config.default_replication_factor
+              if topic.replication_factor == UNSET else topic.replication_factor)
     created = await broker.create_topic_async(name, partitions, _topic_configs(topic),
-                                              validate_only=validate_only)
+                                              validate_only=validate_only,
+                                              replication_factor=factor, assignment=assignment)
     configs: tuple[Any, ...] = ()
     if hasattr(m, "CreatableTopicConfigs"):  # v5+ return the resulting configs
         configs = tuple(
@@ -138,7 +153,7 @@ async def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> A
         error_code=ErrorCode.none,
         error_message=None,
         num_partitions=partitions,
-        replication_factor=1,
+        replication_factor=factor,
         configs=configs,
     )
 
@@ -279,7 +294,12 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
                            f"{len(topic.assignments)} assignments provided.")
         for index, a in enumerate(topic.assignments, start=existing.partitions):
             _check_assignment(broker, index, a.broker_ids)
-    await broker.add_partitions_async(topic.name, topic.count, validate_only=validate_only)
+    assignment = None
+    if topic.assignments is not None and topic.count > existing.partitions:
+        assignment = {index: list(a.broker_ids) for index, a in
+                      enumerate(topic.assignments, start=existing.partitions)}
+    await broker.add_partitions_async(topic.name, topic.count, validate_only=validate_only,
+                                      assignment=assignment)
 
 
 def _new_partitions(broker: Broker, topics: Iterable[Any]) -> int:

@@ -87,7 +87,7 @@ async def _read_all(broker: Broker, request: Any
             if partition is None or partition.offline:
                 parts.append(_PartitionRead(name, p.partition,
                                             ErrorCode.kafka_storage_error if partition
-                                            else ErrorCode.unknown_topic_or_partition))
+                                            else broker.not_hosted_error(name, p.partition)))
                 continue
             read = _PartitionRead(name, p.partition, ErrorCode.none, partition.high_watermark,
                                   partition.log_start_offset)

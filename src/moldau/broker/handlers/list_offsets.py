@@ -33,7 +33,8 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                 partitions.append(build(m.ListOffsetsPartitionResponse,
                                         partition_index=p.partition_index,
                                         error_code=ErrorCode.kafka_storage_error if partition
-                                        else ErrorCode.unknown_topic_or_partition,
+                                        else broker.not_hosted_error(
+                                            topic.name, p.partition_index),
                                         timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             code = ErrorCode.none

@@ -44,6 +44,9 @@ def topic_entry(ctx: RequestContext, name: str, operations: int) -> Any:
     assert topic is not None
     node = broker.node_id
     partitions = []
+    if broker.cluster is not None:
+        return _topic(ctx, name, topic.topic_id, operations,
+                      _cluster_partitions(ctx, name, topic.partitions))
     for p in range(topic.partitions):
         hosted = broker.partition(name, p)
         if hosted is None:
@@ -70,15 +73,54 @@ def topic_entry(ctx: RequestContext, name: str, operations: int) -> Any:
             isr_nodes=tuple(sorted(hosted.isr)),
             offline_replicas=(),
         ))
+    return _topic(ctx, name, topic.topic_id, operations, partitions)
+
+
+def _topic(ctx: RequestContext, name: str, topic_id: Any, operations: int,
+           partitions: list[Any]) -> Any:
     return build(
-        m.MetadataResponseTopic,
+        ctx.resp.MetadataResponseTopic,
         error_code=ErrorCode.none,
         name=name,
-        topic_id=topic.topic_id,
+        topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=tuple(partitions),
         topic_authorized_operations=operations,
     )
+
+
+def _cluster_partitions(ctx: RequestContext, name: str, count: int) -> list[Any]:
+    """Each partition as the controller's state znode (watched by every broker) has it."""
+    cluster = ctx.broker.cluster
+    assert cluster is not None
+    partitions = []
+    for p in range(count):
+        view = cluster.partition_view(name, p)
+        partitions.append(build(
+            ctx.resp.MetadataResponsePartition,
+            error_code=ErrorCode.none if view.leader >= 0 else ErrorCode.leader_not_available,
+            partition_index=p, leader_id=view.leader, leader_epoch=view.leader_epoch,
+            replica_nodes=view.replicas, isr_nodes=view.isr,
+            offline_replicas=view.offline))
+    return partitions
+
+
+def _brokers(ctx: RequestContext) -> tuple[Any, ...]:
+    """Every live broker (the cluster's registrations), or this one alone."""
+    m = ctx.resp
+    broker = ctx.broker
+    if broker.cluster is None:
+        listener = broker.config.advertised_listeners[0]
+        return (build(m.MetadataResponseBroker, node_id=broker.node_id, host=listener.host,
+                      port=listener.port, rack=None),)
+    name = broker.config.advertised_listeners[0].name
+    nodes = []
+    for node_id, registration in broker.cluster.store.brokers().items():
+        endpoint = registration.endpoint(name) or registration.endpoint()
+        if endpoint is not None:
+            nodes.append(build(m.MetadataResponseBroker, node_id=node_id, host=endpoint.host,
+                               port=endpoint.port, rack=registration.rack))
+    return tuple(nodes)
 
 
 def _error_entry(ctx: RequestContext, name: str | None, code: ErrorCode,
@@ -137,17 +179,13 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             else:
                 entries.append(
                     _error_entry(ctx, name, ErrorCode.unknown_topic_or_partition, ops))
-    listener = broker.config.advertised_listeners[0]
-    brokers = (
-        build(m.MetadataResponseBroker, node_id=broker.node_id, host=listener.host,
-              port=listener.port, rack=None),
-    )
     return build(
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=brokers,
+        brokers=_brokers(ctx),
         cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.node_id if broker.cluster is None else
+        broker.cluster.controller_id(),
         topics=tuple(entries),
         # v8-v10 only (later versions moved it to DescribeCluster).
         cluster_authorized_operations=authorized_operations(

@@ -96,7 +96,7 @@ def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
     index = data.index
     partition = ctx.broker.partition(topic, index)
     if partition is None:
-        return _partition_response(m, index, ErrorCode.unknown_topic_or_partition,
+        return _partition_response(m, index, ctx.broker.not_hosted_error(topic, index),
                                    "This server does not host this topic-partition.")
     if data.records is None:
         return _partition_response(m, index, ErrorCode.corrupt_message, "records are null")

@@ -46,18 +46,26 @@ def _response(ctx: RequestContext, code: ErrorCode, producer_id: int = NO_PRODUC
     )
 
 
+async def _next_producer_id(ctx: RequestContext) -> int:
+    """A new id: from the local store, or from the cluster's /latest_producer_id_block (a new
+    block costs ZooKeeper round trips, so off the event loop)."""
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        return await cluster.next_producer_id()
+    return ctx.broker.metadata.next_producer_id()
+
+
 async def handle(request: Any, ctx: RequestContext) -> Any:
     if request.transactional_id is not None:
         return _response(ctx, ErrorCode.coordinator_not_available)
     # v0-2 carry no id/epoch; absent fields mean "a new producer".
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
-    metadata = ctx.broker.metadata
     if producer_id == NO_PRODUCER_ID and epoch == NO_PRODUCER_EPOCH:
-        return _response(ctx, ErrorCode.none, metadata.next_producer_id(), 0)
+        return _response(ctx, ErrorCode.none, await _next_producer_id(ctx), 0)
     if producer_id < 0 or epoch < 0:
         # Kafka rejects a request that names only one of the two, or negative values.
         return _response(ctx, ErrorCode.invalid_request)
     if epoch >= LAST_USABLE_EPOCH:
-        return _response(ctx, ErrorCode.none, metadata.next_producer_id(), 0)
+        return _response(ctx, ErrorCode.none, await _next_producer_id(ctx), 0)
     return _response(ctx, ErrorCode.none, producer_id, epoch + 1)

@@ -1,0 +1,317 @@
+"""A broker's link to its cluster: ZooKeeper metadata, registration, controller, leadership.
+
+Made by the broker only when ``zookeeper.connect`` is set (a broker without it never imports
+kazoo's client or touches ZooKeeper). It owns:
+
+- the ``ZkMetadataStore`` (the broker's ``metadata``), this broker's registration
+  (/brokers/ids/<id>, endpoints from the advertised listeners, ``broker.rack``), the
+  controller election and the ``Controller`` that acts while this broker holds the lease;
+- a ``PartitionStateCache``: a data watch on every partition's state znode. Leadership reaches
+  brokers this way (no LeaderAndIsr requests): a state naming this broker as leader makes
+  the hosted ``Partition`` lead at that epoch with that ISR, any other makes it follow. Older
+  epochs are ignored by ``Partition`` itself, so a late watch event cannot undo a newer one;
+- the hosting of partitions: when a topic appears, grows or is deleted in ZooKeeper, this
+  broker makes (or deletes) the logs of the partitions assigned to it.
+
+ZooKeeper calls block, so they run on kazoo's threads (watch callbacks), the controller's
+thread or ``asyncio.to_thread``; whatever touches partitions is handed to the event loop with
+``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from ..cluster import znodes
+from ..cluster.assignment import AssignmentError
+from ..cluster.controller import Controller
+from ..cluster.controller_election import ControllerElection
+from ..cluster.metadata import TopicMetadata
+from ..cluster.zk_states import PartitionStateCache
+from ..cluster.zookeeper import TopicExistsError, ZkMetadataStore, ZkStoreError
+from ..config import effective_topic_config
+from . import partition_files
+from .errors import ApiError
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class PartitionView:
+    """What Metadata reports of one partition in a cluster."""
+
+    __slots__ = ("isr", "leader", "leader_epoch", "offline", "replicas")
+
+    def __init__(self, leader: int, leader_epoch: int, replicas: tuple[int, ...],
+                 isr: tuple[int, ...], offline: tuple[int, ...]) -> None:
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.replicas = replicas
+        self.isr = isr
+        self.offline = offline
+
+
+class ClusterLink:
+    """See the module docstring."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        config = broker.config
+        assert config.zookeeper_connect is not None
+        self.node_id = config.node_id
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dirty: set[str] = set()
+        self._syncing = False
+        self._deleted: dict[str, asyncio.Event] = {}
+        self.store = ZkMetadataStore(
+            config.zookeeper_connect, self.node_id,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            on_topic_change=self._on_topic_change, on_brokers_change=self._on_brokers_change)
+        self.states = PartitionStateCache(self.store.client, on_change=self._on_state)
+        self.election = ControllerElection(self.store, on_elected=self._on_elected)
+        self.controller = Controller(self.store, self.election,
+                                     unclean_default=self._unclean_enabled)
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def start_store(self) -> ZkMetadataStore:
+        """Connect and load the topics (blocking: the broker is not serving yet)."""
+        self.store.start()
+        self.states.start()
+        for name, topic in self.store.topics().items():
+            self.states.watch_topic(name, range(topic.partitions))
+        return self.store
+
+    def register(self) -> None:
+        """Register this broker and run for controller (once its logs are open)."""
+        endpoints = tuple(
+            znodes.Endpoint(listener.name, listener.host, listener.port,
+                            listener.security_protocol)
+            for listener in self._broker.config.advertised_listeners)
+        self.store.register_broker(znodes.BrokerRegistration(
+            self.node_id, endpoints, self._broker.config.broker_rack))
+        self.controller.start()
+        self.election.start()
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The event loop runs: apply every known state and catch up on topic changes."""
+        self._loop = loop
+        self._dirty.update(self.store.topics())
+        self._schedule_sync()
+        for (topic, partition), state in self.states.states.items():
+            self._apply(topic, partition, state)
+
+    def close(self) -> None:
+        self.controller.stop()
+        self.election.stop()
+        self.states.stop()
+        self.store.close()
+
+    # -- what this broker hosts ----------------------------------------------------------------
+
+    def assigned(self, name: str) -> list[int]:
+        """The partitions of ``name`` that have a replica on this broker."""
+        return sorted(p for p, replicas in self.store.assignment(name).items()
+                      if self.node_id in replicas)
+
+    def _unclean_enabled(self, name: str) -> bool:
+        topic = self.store.topic(name)
+        configs = topic.configs if topic is not None else {}
+        return bool(effective_topic_config(self._broker.config, configs)
+                    .unclean_leader_election_enable)
+
+    # -- ZooKeeper events (kazoo's or the controller's threads) --------------------------------
+
+    def _on_topic_change(self, name: str) -> None:
+        topic = self.store.topic(name)
+        if topic is None:
+            self.states.unwatch_topic(name)
+        else:
+            self.states.watch_topic(name, range(topic.partitions))
+        self.controller.poke()
+        self._call(self._topic_changed, name)
+
+    def _on_brokers_change(self, _brokers: object) -> None:
+        self.controller.poke()
+
+    def _on_elected(self, lease: object) -> None:
+        self.controller.elected(lease)  # type: ignore[arg-type]
+
+    def _on_state(self, topic: str, partition: int, state: znodes.PartitionState | None) -> None:
+        if state is not None:
+            self._call(self._apply, topic, partition, state)
+
+    def _call(self, func: Any, *args: Any) -> None:
+        loop = self._loop
+        if loop is None:
+            return  # before the loop runs: ``attach`` catches up
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the broker is stopping
+            loop.call_soon_threadsafe(func, *args)
+
+    # -- on the event loop ---------------------------------------------------------------------
+
+    def _apply(self, topic: str, partition: int, state: znodes.PartitionState) -> None:
+        """Make the hosted partition lead or follow as ``state`` says."""
+        hosted = self._broker.partition(topic, partition)
+        if hosted is None:
+            return
+        replicas = self.store.assignment(topic).get(partition, [self.node_id])
+        if state.leader == self.node_id:
+            if hosted.make_leader(state.leader_epoch, state.isr, replicas):
+                log.info("%s-%d: leader at epoch %d, ISR %s", topic, partition,
+                         state.leader_epoch, list(state.isr))
+        elif hosted.make_follower(state.leader, state.leader_epoch):
+            hosted.replicas = tuple(replicas)
+            log.info("%s-%d: follower of %d at epoch %d", topic, partition, state.leader,
+                     state.leader_epoch)
+
+    def _topic_changed(self, name: str) -> None:
+        self._dirty.add(name)
+        event = self._deleted.get(name)
+        if event is not None and self.store.topic(name) is None:
+            event.set()
+        self._schedule_sync()
+
+    def _schedule_sync(self) -> None:
+        if not self._syncing and self._dirty and self._loop is not None:
+            self._syncing = True
+            task = self._loop.create_task(self._sync_dirty())
+            self._broker._track(task)
+
+    async def _sync_dirty(self) -> None:
+        """Make local logs agree with the assignments, one topic at a time."""
+        try:
+            while self._dirty:
+                name = self._dirty.pop()
+                try:
+                    await self._sync_topic(name)
+                except Exception:
+                    log.exception("cannot host the partitions of %s", name)
+        finally:
+            self._syncing = False
+
+    async def _sync_topic(self, name: str) -> None:
+        broker = self._broker
+        topic = self.store.topic(name)
+        hosted = set(broker.logs.topic_logs(name))
+        wanted = set(self.assigned(name)) if topic is not None else set()
+        gone = sorted(hosted - wanted)
+        if gone:
+            detached = broker.replicas.detach(name, gone)
+            renamed = await asyncio.to_thread(partition_files.rename_partitions, detached)
+            await asyncio.to_thread(partition_files.remove_renamed, renamed)
+            log.info("deleted %d local partitions of %s", len(gone), name)
+            if topic is None:
+                broker.groups.topic_deleted(name, broker_now_ms())
+        missing = sorted(wanted - hosted)
+        if topic is not None:
+            log_config = broker.log_config(topic)
+            broker.logs.update_config(name, log_config)
+            if missing:
+                placed = broker.logs.place(name, missing)
+                made = await asyncio.to_thread(partition_files.make_partitions, name, placed,
+                                               log_config, topic.topic_id)
+                if self.store.topic(name) is not topic:  # deleted or replaced meanwhile
+                    broker._discard_made(made)
+                    self._dirty.add(name)
+                    return
+                broker.replicas.adopt(made)
+                log.info("hosting partitions %s of %s", missing, name)
+                for p in missing:
+                    state = self.states.get(name, p)
+                    if state is not None:
+                        self._apply(name, p, state)
+
+    # -- admin requests ------------------------------------------------------------------------
+
+    def live_broker_ids(self) -> list[int]:
+        return sorted(self.store.brokers())
+
+    async def create_topic(self, topic: TopicMetadata, replication_factor: int,
+                           assignment: Mapping[int, Sequence[int]] | None) -> None:
+        """Write the topic's assignment (placed rack-aware over the live brokers)."""
+        try:
+            await asyncio.to_thread(self.store.create_topic, topic, assignment,
+                                    replication_factor)
+        except TopicExistsError:
+            raise ApiError(ErrorCode.topic_already_exists,
+                           f"Topic '{topic.name}' already exists.") from None
+        except AssignmentError as exc:
+            raise ApiError(exc.code, exc.message) from None
+        except ZkStoreError as exc:
+            raise ApiError(ErrorCode.unknown_server_error, str(exc)) from None
+        log.info("created topic %s with %d partitions (replication factor %d) in ZooKeeper",
+                 topic.name, topic.partitions, replication_factor)
+
+    def auto_create(self, name: str, partitions: int, replication_factor: int,
+                    configs: dict[str, str]) -> None:
+        """Create a topic in the background; the caller answers LEADER_NOT_AVAILABLE."""
+        assert self._loop is not None
+        topic = TopicMetadata(name, uuid.uuid4(), partitions, configs)
+        factor = min(replication_factor, max(len(self.store.brokers()), 1))
+
+        async def work() -> None:
+            try:
+                await self.create_topic(topic, factor, None)
+            except ApiError as exc:
+                if exc.code != ErrorCode.topic_already_exists:
+                    log.warning("cannot auto-create topic %s: %s", name, exc)
+
+        self._broker._track(self._loop.create_task(work()))
+
+    async def add_partitions(self, name: str, count: int,
+                             assignment: Mapping[int, Sequence[int]] | None) -> None:
+        try:
+            await asyncio.to_thread(self.store.set_partitions, name, count, assignment)
+        except AssignmentError as exc:
+            raise ApiError(exc.code, exc.message) from None
+        except ZkStoreError as exc:
+            raise ApiError(ErrorCode.invalid_partitions, str(exc)) from None
+
+    async def delete_topic(self, name: str, timeout_s: float = 30.0) -> None:
+        """Request the deletion and wait (bounded) until the controller completed it."""
+        event = self._deleted.setdefault(name, asyncio.Event())
+        try:
+            await asyncio.to_thread(self.store.request_topic_deletion, name)
+            if self.store.topic(name) is not None:
+                await asyncio.wait_for(event.wait(), timeout_s)
+        except TimeoutError:
+            raise ApiError(ErrorCode.request_timed_out,
+                           f"Topic '{name}' is marked for deletion; the controller has not "
+                           "completed it yet.") from None
+        finally:
+            self._deleted.pop(name, None)
+
+    async def next_producer_id(self) -> int:
+        return await asyncio.to_thread(self.store.next_producer_id)
+
+    # -- Metadata ------------------------------------------------------------------------------
+
+    def partition_view(self, name: str, partition: int) -> PartitionView:
+        replicas = tuple(self.store.assignment(name).get(partition, ()))
+        live = self.store.brokers()
+        offline = tuple(r for r in replicas if r not in live)
+        state = self.states.get(name, partition)
+        if state is None:
+            return PartitionView(-1, -1, replicas, (), offline)
+        leader = state.leader if state.leader in live else -1
+        return PartitionView(leader, state.leader_epoch, replicas, state.isr, offline)
+
+    def controller_id(self) -> int:
+        return self.election.controller_id
+
+
+def broker_now_ms() -> int:
+    from .broker import now_ms
+
+    return now_ms()
