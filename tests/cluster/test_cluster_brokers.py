@@ -166,3 +166,48 @@ def test_without_zookeeper_nothing_changes(make_broker: MakeBroker, topic_name: 
     with pytest.raises(KafkaException) as info:
         create_topic(broker, topic_name + "-rf2", 1, rf=2)
     assert info.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
+
+
+def test_consumer_group_coordinated_by_the_offsets_partition_leader(
+        make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
+    brokers = start_cluster(make_broker, zk_connect, 3, "offsets.topic.num.partitions=3")
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    create_topic(brokers[0], topic_name, 3)
+    eventually(leaders_known(brokers, topic_name, 3), what="leaders")
+    producer = Producer({"bootstrap.servers": brokers[0].bootstrap})
+    for i in range(30):
+        producer.produce(topic_name, value=b"%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+    group = topic_name + "-g"
+    consumer = Consumer({"bootstrap.servers": brokers[0].bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic_name])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 30 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen += 1
+    assert seen == 30
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    # Every broker names the same coordinator: the leader of the group's offsets partition.
+    coordinators = set()
+    for b in brokers:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        from confluent_kafka import ConsumerGroupTopicPartitions
+        result = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+        assert sorted(tp.offset for tp in result.topic_partitions) == [10, 10, 10]
+        described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        coordinators.add(described.coordinator.id)
+    assert len(coordinators) == 1
+    _, _, offsets_parts = describe(brokers[0], "__consumer_offsets")
+    assert coordinators <= {leader for leader, _, _ in offsets_parts.values()}
+    # A broker that is not the coordinator answers NOT_COORDINATOR to group requests.
+    with WireClient.to(next(b for i, b in enumerate(brokers, 1)
+                            if i not in coordinators).bootstrap) as client:
+        from kio.schema.heartbeat.v4.request import HeartbeatRequest
+        answer = client.request(HeartbeatRequest(group_id=group, generation_id=1,
+                                                 member_id="m", group_instance_id=None))
+    assert answer.error_code.name.upper() == "NOT_COORDINATOR"

@@ -19,6 +19,7 @@ from ...coordinator.group import JoinRequest
 from ...protocol.codec import build
 from ..broker import RequestContext, now_ms
 from ..errors import ApiError
+from ..group_service import OFFSETS_TOPIC
 from .api_versions import NO_THROTTLE
 
 #: FindCoordinator key types.
@@ -40,8 +41,24 @@ def millis(value: datetime.timedelta | int) -> int:
     return int(value)
 
 
-def loading_error(ctx: RequestContext) -> ErrorCode | None:
-    return ErrorCode.coordinator_load_in_progress if ctx.broker.groups.loading else None
+def loading_error(ctx: RequestContext, group_id: str | None = None) -> ErrorCode | None:
+    """COORDINATOR_LOAD_IN_PROGRESS while loading; in a cluster, NOT_COORDINATOR for a group
+    whose ``__consumer_offsets`` partition this broker does not lead."""
+    if ctx.broker.groups.loading:
+        return ErrorCode.coordinator_load_in_progress
+    if group_id is not None and ctx.broker.cluster is not None \
+            and coordinator_of(ctx, group_id) != ctx.broker.node_id:
+        return ErrorCode.not_coordinator
+    return None
+
+
+def coordinator_of(ctx: RequestContext, group_id: str) -> int:
+    """In a cluster: the leader of the group's ``__consumer_offsets`` partition (-1: none)."""
+    cluster = ctx.broker.cluster
+    partition = ctx.broker.groups.partition_of(group_id)
+    if cluster is None or partition is None:
+        return -1
+    return cluster.partition_view(OFFSETS_TOPIC, partition).leader
 
 
 # -- FindCoordinator ---------------------------------------------------------------------------
@@ -65,23 +82,40 @@ def _locate(ctx: RequestContext, key_type: int) -> ErrorCode:
 
 async def handle_find_coordinator(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
-    broker = ctx.broker
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     code = _locate(ctx, key_type)
-    listener = broker.config.advertised_listeners[0]
-    node = dict(node_id=broker.node_id, host=listener.host, port=listener.port)
-    if code is not ErrorCode.none:
-        node = dict(node_id=-1, host="", port=-1)
-    message = _MESSAGES.get(code)
+    keys = request.coordinator_keys if ctx.version >= 4 else (request.key,)
+    answers = [_coordinator(ctx, code, key) for key in keys]
     if ctx.version >= 4:
         coordinators = tuple(
-            build(m.Coordinator, key=key, error_code=code, error_message=message, **node)
-            for key in request.coordinator_keys
+            build(m.Coordinator, key=key, error_code=code, error_message=_MESSAGES.get(code),
+                  **node)
+            for key, (code, node) in zip(keys, answers, strict=True)
         )
         return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE,
                      coordinators=coordinators)
+    code, node = answers[0]
     return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code,
-                 error_message=message, **node)
+                 error_message=_MESSAGES.get(code), **node)
+
+
+def _coordinator(ctx: RequestContext, code: ErrorCode, key: str) -> tuple[ErrorCode, dict]:
+    """The coordinator of ``key``: this broker alone; in a cluster, the leader of the
+    group's ``__consumer_offsets`` partition, wherever it is."""
+    broker = ctx.broker
+    none = dict(node_id=-1, host="", port=-1)
+    if code is not ErrorCode.none:
+        return code, none
+    if broker.cluster is None:
+        listener = broker.config.advertised_listeners[0]
+        return code, dict(node_id=broker.node_id, host=listener.host, port=listener.port)
+    leader = coordinator_of(ctx, key)
+    registration = broker.cluster.store.brokers().get(leader)
+    endpoint = registration.endpoint(broker.config.advertised_listeners[0].name) or \
+        registration.endpoint() if registration is not None else None
+    if endpoint is None:
+        return ErrorCode.coordinator_not_available, none
+    return code, dict(node_id=leader, host=endpoint.host, port=endpoint.port)
 
 
 # -- JoinGroup -----------------------------------------------------------------------------
@@ -112,7 +146,7 @@ def _join_response(ctx: RequestContext, r: Any) -> Any:
 
 
 async def handle_join_group(request: Any, ctx: RequestContext) -> Any:
-    error = loading_error(ctx)
+    error = loading_error(ctx, request.group_id)
     if error is not None:
         return _join_response(ctx, JoinResponse(error, member_id=request.member_id))
     session_timeout = millis(request.session_timeout)
@@ -138,7 +172,7 @@ async def handle_join_group(request: Any, ctx: RequestContext) -> Any:
 
 async def handle_sync_group(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
-    error = loading_error(ctx)
+    error = loading_error(ctx, request.group_id)
     if error is None:
         assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
         result = await ctx.broker.groups.sync_group(
@@ -166,7 +200,7 @@ async def handle_sync_group(request: Any, ctx: RequestContext) -> Any:
 
 
 async def handle_heartbeat(request: Any, ctx: RequestContext) -> Any:
-    code = loading_error(ctx) or ctx.broker.groups.heartbeat(
+    code = loading_error(ctx, request.group_id) or ctx.broker.groups.heartbeat(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         request.generation_id, now_ms())
     return build(ctx.resp.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code)
@@ -181,7 +215,7 @@ async def handle_leave_group(request: Any, ctx: RequestContext) -> Any:
         leaving = [(x.member_id, x.group_instance_id) for x in request.members]
     else:
         leaving = [(request.member_id, None)]
-    top = loading_error(ctx)
+    top = loading_error(ctx, request.group_id)
     codes: list[ErrorCode] = []
     if top is None:
         top, codes = ctx.broker.groups.leave_group(request.group_id, leaving, now_ms())

@@ -41,7 +41,7 @@ def _request_offsets(request: Any) -> list[CommittedOffset]:
 async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     offsets = _request_offsets(request)
-    code = loading_error(ctx)
+    code = loading_error(ctx, request.group_id)
     if code is not None:
         errors = {(o.topic, o.partition): code for o in offsets}
     else:
@@ -105,7 +105,7 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
     requested: list[TopicPartition] | None = None
     if topics is not None:
         requested = [(t.name, p) for t in topics for p in t.partition_indexes]
-    code = loading_error(ctx)
+    code = loading_error(ctx, group_id)
     if code is not None:
         if ctx.version < 2 and requested is not None:  # v1 has no group-level error
             return ErrorCode.none, _fetched_topics(ctx, ((tp, None) for tp in requested), code)
@@ -138,7 +138,7 @@ async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
 async def handle_offset_delete(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    top = loading_error(ctx)
+    top = loading_error(ctx, request.group_id)
     errors: dict[TopicPartition, ErrorCode] = {}
     if top is None:
         top, errors = ctx.broker.groups.delete_offsets(request.group_id, requested, now_ms())
