@@ -11,12 +11,19 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
 
 from tests.conftest import MakeBroker
 from tests.helpers.broker_process import BrokerProcess
-
 from tests.integration.test_bad_input import produce, values_batch
 from tests.integration.wire import WireClient
 
@@ -67,7 +74,7 @@ def test_metadata_agrees_and_rf1_topics_spread(make_broker: MakeBroker, zk_conne
                what="every broker listing all three")
     create_topic(brokers[1], topic_name, 6)
     eventually(leaders_known(brokers, topic_name, 6), what="leaders on every broker")
-    live, controller, parts = describe(brokers[0], topic_name)
+    _, controller, parts = describe(brokers[0], topic_name)
     assert controller in (1, 2, 3)
     assert all(describe(b, topic_name)[1] == controller for b in brokers)
     # RF 1 over 3 brokers: every broker leads two partitions, its own single replica.
@@ -161,8 +168,8 @@ def test_without_zookeeper_nothing_changes(make_broker: MakeBroker, topic_name: 
     broker = make_broker()
     create_topic(broker, topic_name, 2)
     live, controller, parts = describe(broker, topic_name)
-    assert live == [0] or len(live) == 1
-    assert controller == live[0]
+    assert len(live) == 1 and controller == live[0]
+    assert [leader for leader, _, _ in parts.values()] == [live[0], live[0]]
     with pytest.raises(KafkaException) as info:
         create_topic(broker, topic_name + "-rf2", 1, rf=2)
     assert info.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
@@ -195,7 +202,6 @@ def test_consumer_group_coordinated_by_the_offsets_partition_leader(
     coordinators = set()
     for b in brokers:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        from confluent_kafka import ConsumerGroupTopicPartitions
         result = admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
         assert sorted(tp.offset for tp in result.topic_partitions) == [10, 10, 10]
@@ -207,7 +213,6 @@ def test_consumer_group_coordinated_by_the_offsets_partition_leader(
     # A broker that is not the coordinator answers NOT_COORDINATOR to group requests.
     with WireClient.to(next(b for i, b in enumerate(brokers, 1)
                             if i not in coordinators).bootstrap) as client:
-        from kio.schema.heartbeat.v4.request import HeartbeatRequest
         answer = client.request(HeartbeatRequest(group_id=group, generation_id=1,
                                                  member_id="m", group_instance_id=None))
     assert answer.error_code.name.upper() == "NOT_COORDINATOR"
