@@ -77,6 +77,11 @@ def test_metadata_agrees_and_rf1_topics_spread(make_broker: MakeBroker, zk_conne
     _, controller, parts = describe(brokers[0], topic_name)
     assert controller in (1, 2, 3)
     assert all(describe(b, topic_name)[1] == controller for b in brokers)
+    for b in brokers:  # DescribeCluster too (cluster status, kafka-cluster tools)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        described = admin.describe_cluster(request_timeout=10).result(timeout=30)
+        assert sorted(n.id for n in described.nodes) == [1, 2, 3]
+        assert described.controller.id == controller
     # RF 1 over 3 brokers: every broker leads two partitions, its own single replica.
     assert sorted(leader for leader, _, _ in parts.values()) == [1, 1, 2, 2, 3, 3]
     assert all(replicas == (leader,) == isr for leader, replicas, isr in parts.values())

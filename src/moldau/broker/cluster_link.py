@@ -307,6 +307,16 @@ class ClusterLink:
         leader = state.leader if state.leader in live else -1
         return PartitionView(leader, state.leader_epoch, replicas, state.isr, offline)
 
+    def nodes(self) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of every live broker, on this broker's listener name."""
+        name = self._broker.config.advertised_listeners[0].name
+        nodes = []
+        for node_id, registration in self.store.brokers().items():
+            endpoint = registration.endpoint(name) or registration.endpoint()
+            if endpoint is not None:
+                nodes.append((node_id, endpoint.host, endpoint.port, registration.rack))
+        return nodes
+
     def controller_id(self) -> int:
         return self.election.controller_id
 

@@ -2,7 +2,8 @@
 
 Admin tools use DescribeLogDirs to see how much disk each partition takes (``kafka-log-dirs``,
 cruise control, UIs) and DescribeCluster to find the brokers and the controller without
-fetching topic metadata. A single node is its own controller.
+fetching topic metadata. A single node is its own controller; in a cluster every live
+registration is listed, with the elected controller.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ async def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
     if endpoint_type != ENDPOINT_BROKERS:
         code = ErrorCode.unsupported_endpoint_type
         message = "The target broker only supports DescribeCluster with endpoint type BROKERS"
+    elif broker.cluster is not None:
+        brokers = tuple(build(m.DescribeClusterBroker, broker_id=node_id, host=host, port=port,
+                              rack=rack) for node_id, host, port, rack in broker.cluster.nodes())
     else:
         listener = broker.config.advertised_listeners[0]
         brokers = (build(m.DescribeClusterBroker, broker_id=broker.node_id, host=listener.host,
@@ -95,7 +99,8 @@ async def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
         error_message=message,
         endpoint_type=endpoint_type,
         cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.node_id if broker.cluster is None else
+        broker.cluster.controller_id(),
         brokers=brokers,
         cluster_authorized_operations=authorized_operations(
             request.include_cluster_authorized_operations, CLUSTER_OPERATIONS),

@@ -113,14 +113,8 @@ def _brokers(ctx: RequestContext) -> tuple[Any, ...]:
         listener = broker.config.advertised_listeners[0]
         return (build(m.MetadataResponseBroker, node_id=broker.node_id, host=listener.host,
                       port=listener.port, rack=None),)
-    name = broker.config.advertised_listeners[0].name
-    nodes = []
-    for node_id, registration in broker.cluster.store.brokers().items():
-        endpoint = registration.endpoint(name) or registration.endpoint()
-        if endpoint is not None:
-            nodes.append(build(m.MetadataResponseBroker, node_id=node_id, host=endpoint.host,
-                               port=endpoint.port, rack=registration.rack))
-    return tuple(nodes)
+    return tuple(build(m.MetadataResponseBroker, node_id=node_id, host=host, port=port,
+                       rack=rack) for node_id, host, port, rack in broker.cluster.nodes())
 
 
 def _error_entry(ctx: RequestContext, name: str | None, code: ErrorCode,
