@@ -248,3 +248,33 @@ def test_children_die_with_a_killed_cluster_up(tmp_path: Path) -> None:
     _assert_all_gone(children, running.ports())
 
 
+
+
+def test_status_and_describe_show_a_partition_in_an_offline_log_dir(
+        make_broker: Any, tmp_path: Path, topic_name: str) -> None:
+    """A single broker whose second log dir failed: its partitions there have no leader."""
+    from tests.faults.small_disk import remount_read_only, tmpfs
+    from tests.faults.test_log_dir_failure import partitions_in, produce_code
+    from tests.integration.wire import WireClient
+
+    healthy = tmp_path / "healthy"
+    with tmpfs(tmp_path / "failing", "16m") as failing:
+        broker = make_broker(f"log.dirs={healthy},{failing}")
+        ok(run_moldau("topic", "create", topic_name, "--partitions", "4",
+                      bootstrap=broker.bootstrap))
+        on_failing = sorted(partitions_in(failing, topic_name))
+        assert on_failing and len(on_failing) < 4
+        broker.restart()  # closes every file, so the tmpfs can be remounted read-only
+        remount_read_only(failing)
+        with WireClient.to(broker.bootstrap) as c:
+            produce_code(c, topic_name, on_failing[0])  # the failed write takes the dir offline
+        status = _status(broker.bootstrap)
+        offline = [(p["topic"], p["partition"], p["leader"]) for p in status["offline"]]
+        assert offline == [(topic_name, p, -1) for p in on_failing], status
+        text = ok(run_moldau("topic", "describe", topic_name, bootstrap=broker.bootstrap)).stdout
+        rows = {line.split()[0]: line.split() for line in text.splitlines()
+                if line.split() and line.split()[0].isdigit()}
+        for p in range(4):  # no leader and unknown offsets where the dir failed
+            assert rows[str(p)][1] == ("none" if p in on_failing else "0"), text
+            assert (rows[str(p)][-1] == "unknown") == (p in on_failing), text
+        broker.stop()

@@ -151,7 +151,18 @@ def describe(conn: Connection, topic: str | None, internal: bool) -> None:
         _describe_one(conn, admin, conn.result(futures[name], f"cannot describe {name!r}"))
 
 
+def _offset(offset: int) -> str:
+    """An offset, or ``unknown`` when the partition's leader could not answer (-1001)."""
+    return str(offset) if offset >= 0 else "unknown"
+
+
 def _describe_one(conn: Connection, admin: AdminClient, topic: TopicDescription) -> None:
+    """One topic's header, partition table and configs.
+
+    Offline replicas (Kafka's ``Offline:``) are those on brokers missing from the Metadata
+    response's broker list: the client gives them a node without a host. The column is shown
+    only when a partition has one.
+    """
     name = topic.name
     partitions = sorted(topic.partitions, key=lambda p: p.id)
     offsets = partition_offsets(conn, admin, name, [p.id for p in partitions])
@@ -162,17 +173,21 @@ def _describe_one(conn: Connection, admin: AdminClient, topic: TopicDescription)
         f"Topic: {name}  PartitionCount: {len(partitions)}  "
         f"ReplicationFactor: {replication}  Internal: {'yes' if topic.is_internal else 'no'}",
     )
-    rows = table("Partition", "Leader", "Replicas", "ISR", "Earliest", "Latest")
+    offline = {p.id: [n.id for n in p.replicas if not n.host] for p in partitions}
+    columns: tuple[str, ...] = ("Partition", "Leader", "Replicas", "ISR")
+    columns += ("Offline",) if any(offline.values()) else ()
+    rows = table(*columns, "Earliest", "Latest")
     for p in partitions:
         earliest, latest = offsets[p.id]
-        rows.add_row(
+        cells = [
             str(p.id),
             "none" if p.leader is None else str(p.leader.id),
             ",".join(str(n.id) for n in p.replicas),
             ",".join(str(n.id) for n in p.isr),
-            str(earliest),
-            str(latest),
-        )
+        ]
+        if "Offline" in columns:
+            cells.append(",".join(map(str, offline[p.id])))
+        rows.add_row(*cells, _offset(earliest), _offset(latest))
     print_table(console, rows)
     resource = ConfigResource(ResourceType.TOPIC, name)
     print_configs(fetch_configs(conn, admin, resource, include_defaults=False), "Configs")
