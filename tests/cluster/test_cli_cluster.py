@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
 from moldau.cluster.processes import bind_error, port_accepts
 from moldau.cluster.zk_server import four_letter_word, missing_reason
@@ -139,11 +140,28 @@ def _status(bootstrap: str) -> dict[str, Any]:
     return document
 
 
-def test_cluster_status_against_the_cluster(cluster: ClusterUp) -> None:
-    status = _status(cluster.bootstrap)
-    ports = {i: cluster.base_port + i for i in range(3)}
-    assert status["brokers"] and all(ports[b["id"]] == b["port"] for b in status["brokers"])
-    assert status["controller"] in [b["id"] for b in status["brokers"]]
+def test_every_broker_registers_in_zookeeper(cluster: ClusterUp) -> None:
+    zk = KazooClient(hosts=f"127.0.0.1:{cluster.zk_port}", timeout=10)
+    zk.start(timeout=10)
+    try:
+        deadline = time.monotonic() + 30
+        while sorted(zk.get_children("/brokers/ids") if zk.exists("/brokers/ids") else []) != [
+                "0", "1", "2"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sorted(zk.get_children("/brokers/ids")) == ["0", "1", "2"]
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_cluster_status_lists_the_three_brokers_and_a_controller(cluster: ClusterUp) -> None:
+    deadline = time.monotonic() + 30
+    while len((status := _status(cluster.bootstrap))["brokers"]) < 3 and (
+            time.monotonic() < deadline):
+        time.sleep(0.5)
+    assert [(b["id"], b["port"]) for b in status["brokers"]] == [
+        (i, cluster.base_port + i) for i in range(3)], status
+    assert status["controller"] in (0, 1, 2)
     assert status["offline"] == [] and status["under_replicated"] == []
 
 
@@ -278,3 +296,46 @@ def test_status_and_describe_show_a_partition_in_an_offline_log_dir(
             assert rows[str(p)][1] == ("none" if p in on_failing else "0"), text
             assert (rows[str(p)][-1] == "unknown") == (p in on_failing), text
         broker.stop()
+
+
+def _broker_pid(running: ClusterUp, broker_id: int) -> int:
+    for pid in running.children():
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if f"broker.id={broker_id}".encode() in args:
+            return pid
+    raise AssertionError(f"no process for broker {broker_id}")
+
+
+def test_a_stopped_broker_shows_in_status_and_describe(tmp_path: Path) -> None:
+    if missing_reason():
+        pytest.skip(missing_reason())
+    running = ClusterUp(tmp_path, 2, free_port_run(2), free_port())
+    try:
+        running.wait_for("Bootstrap:")
+        first = f"127.0.0.1:{running.base_port}"
+        ok(run_moldau("topic", "create", "r2", "--partitions", "2", "--replication-factor", "2",
+                      "-b", first))
+        ok(run_moldau("topic", "create", "r1", "--partitions", "2", "--replication-factor", "1",
+                      "-b", first))
+        os.kill(_broker_pid(running, 1), signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status = _status(first)
+            if len(status["brokers"]) == 1 and len(status["offline"]) == 1 and len(
+                    [p for p in status["under_replicated"] if p["topic"] == "r2"]) == 2:
+                break
+            time.sleep(0.5)
+        assert [b["id"] for b in status["brokers"]] == [0], status
+        assert [(p["topic"], p["leader"], p["replicas"]) for p in status["offline"]] == [
+            ("r1", -1, [1])], status
+        text = ok(run_moldau("cluster", "status", "-b", first)).stdout
+        assert "Under-replicated: 2  Offline: 1" in text, text  # r1 keeps ISR [1]
+        described = ok(run_moldau("topic", "describe", "r2", "-b", first)).stdout
+        header = next(line for line in described.splitlines() if line.startswith("Partition"))
+        assert header.split() == ["Partition", "Leader", "Replicas", "ISR", "Offline",
+                                  "Earliest", "Latest"], described
+        rows = [line.split() for line in described.splitlines() if line[:1].isdigit()]
+        assert [(r[1], r[3], r[4]) for r in rows] == [("0", "0", "1"), ("0", "0", "1")], described
+    finally:
+        assert running.stop(signal.SIGINT) == 0
+    assert "broker 1 exited with status 0" in running.stderr()
