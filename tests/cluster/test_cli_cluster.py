@@ -42,7 +42,7 @@ class ClusterUp:
 
     def __init__(self, directory: Path, brokers: int, base_port: int, zk_port: int,
                  *extra: str) -> None:
-        self.directory, self.brokers = directory, brokers
+        self.directory, self.brokers, self.extra = directory, brokers, extra
         self.base_port, self.zk_port = base_port, zk_port
         env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
         self.proc = subprocess.Popen(
@@ -112,7 +112,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterUp]:
     reason = missing_reason()
     if reason:
         pytest.skip(reason)
-    running = ClusterUp(tmp_path_factory.mktemp("cluster"), 3, free_port_run(3), free_port())
+    running = ClusterUp(tmp_path_factory.mktemp("cluster"), 3, free_port_run(3), free_port(),
+                        "--rack-aware")
     try:
         running.wait_for("Bootstrap:")
         yield running
@@ -159,8 +160,8 @@ def test_cluster_status_lists_the_three_brokers_and_a_controller(cluster: Cluste
     while len((status := _status(cluster.bootstrap))["brokers"]) < 3 and (
             time.monotonic() < deadline):
         time.sleep(0.5)
-    assert [(b["id"], b["port"]) for b in status["brokers"]] == [
-        (i, cluster.base_port + i) for i in range(3)], status
+    assert [(b["id"], b["port"], b["rack"]) for b in status["brokers"]] == [
+        (i, cluster.base_port + i, f"rack-{i}") for i in range(3)], status  # --rack-aware
     assert status["controller"] in (0, 1, 2)
     assert status["offline"] == [] and status["under_replicated"] == []
 
@@ -241,7 +242,7 @@ def test_sigint_stops_everything_and_a_restart_reuses_the_data(
         assert "shut down cleanly" in (
             cluster.directory / f"broker-{i}" / "broker.log").read_text()
 
-    again = ClusterUp(cluster.directory, 3, cluster.base_port, cluster.zk_port)
+    again = ClusterUp(cluster.directory, 3, cluster.base_port, cluster.zk_port, *cluster.extra)
     try:
         again.wait_for("Bootstrap:")
         topics = ok(run_moldau("topic", "list", "-b", f"127.0.0.1:{cluster.base_port}")).stdout
