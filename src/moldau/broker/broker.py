@@ -783,6 +783,8 @@ class Broker:
             # half removed otherwise); whatever still runs after this is fixed at next start.
             await asyncio.wait(set(self._topic_tasks), timeout=30)
         await self.groups.stop()
+        if self.cluster is not None:
+            await self.cluster.stop_fetchers()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -37,6 +37,8 @@ from ..cluster.metadata import TopicMetadata
 from ..cluster.zk_states import PartitionStateCache
 from ..cluster.zookeeper import TopicExistsError, ZkMetadataStore, ZkStoreError
 from ..config import effective_topic_config
+from ..replica import Partition
+from ..replica.fetcher import ReplicaFetchers
 from . import partition_files
 from .errors import ApiError
 
@@ -72,6 +74,8 @@ class ClusterLink:
         self._dirty: set[str] = set()
         self._syncing = False
         self._deleted: dict[str, asyncio.Event] = {}
+        self._proposing: set[tuple[str, int]] = set()
+        self.fetchers: ReplicaFetchers | None = None
         self.store = ZkMetadataStore(
             config.zookeeper_connect, self.node_id,
             session_timeout_ms=config.zookeeper_session_timeout_ms,
@@ -106,10 +110,16 @@ class ClusterLink:
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """The event loop runs: apply every known state and catch up on topic changes."""
         self._loop = loop
+        self.fetchers = ReplicaFetchers(self.node_id, self._endpoint_of, broker_now_ms)
+        self._broker.replicas.propose_isr = self._propose_isr
         self._dirty.update(self.store.topics())
         self._schedule_sync()
         for (topic, partition), state in self.states.states.items():
             self._apply(topic, partition, state)
+
+    async def stop_fetchers(self) -> None:
+        if self.fetchers is not None:
+            await self.fetchers.stop()
 
     def close(self) -> None:
         self.controller.stop()
@@ -166,14 +176,61 @@ class ClusterLink:
         if hosted is None:
             return
         replicas = self.store.assignment(topic).get(partition, [self.node_id])
+        same_epoch = hosted.leader_epoch == state.leader_epoch
         if state.leader == self.node_id:
-            if hosted.make_leader(state.leader_epoch, state.isr, replicas):
+            if hosted.is_leader and same_epoch:
+                hosted.set_isr(state.isr)  # an ISR change (ours, come back) at this epoch
+                return
+            if self.fetchers is not None:
+                self.fetchers.unfollow(hosted.key)
+            if hosted.make_leader(state.leader_epoch, state.isr, replicas,
+                                  now_ms=broker_now_ms()):
                 log.info("%s-%d: leader at epoch %d, ISR %s", topic, partition,
                          state.leader_epoch, list(state.isr))
-        elif hosted.make_follower(state.leader, state.leader_epoch):
+            return
+        if not hosted.is_leader and same_epoch and hosted.leader_id == state.leader:
+            return
+        if hosted.make_follower(state.leader, state.leader_epoch):
             hosted.replicas = tuple(replicas)
             log.info("%s-%d: follower of %d at epoch %d", topic, partition, state.leader,
                      state.leader_epoch)
+            if self.fetchers is not None:
+                self.fetchers.follow(hosted)
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        registration = self.store.brokers().get(broker_id)
+        if registration is None:
+            return None
+        name = self._broker.config.advertised_listeners[0].name
+        endpoint = registration.endpoint(name) or registration.endpoint()
+        return None if endpoint is None else (endpoint.host or "127.0.0.1", endpoint.port)
+
+    def _propose_isr(self, partition: Partition, isr: frozenset[int]) -> None:
+        """A leader's ISR change: written to the state znode, conditionally on its version
+        (Kafka's partition epoch); it takes effect when the watch brings it back."""
+        key = partition.key
+        state = self.states.get(*key)
+        if key in self._proposing or state is None or state.leader != self.node_id \
+                or state.leader_epoch != partition.leader_epoch or set(isr) == set(state.isr):
+            return
+        self._proposing.add(key)
+        new = znodes.PartitionState(self.node_id, state.leader_epoch, tuple(sorted(isr)),
+                                    state.controller_epoch)
+
+        async def write() -> None:
+            try:
+                await asyncio.to_thread(self.store.update_partition_state, key[0], key[1], new,
+                                        expected_zk_version=state.zk_version)
+                log.info("%s-%d: ISR %s -> %s written at epoch %d", key[0], key[1],
+                         list(state.isr), list(new.isr), new.leader_epoch)
+            except Exception as exc:  # stale version, ZooKeeper away: proposed again later
+                log.info("%s-%d: ISR change to %s not written: %s", key[0], key[1],
+                         list(new.isr), exc)
+            finally:
+                self._proposing.discard(key)
+
+        assert self._loop is not None
+        self._broker._track(self._loop.create_task(write()))
 
     def _topic_changed(self, name: str) -> None:
         self._dirty.add(name)

@@ -413,6 +413,39 @@ class PartitionLog:
             count,
         )
 
+    def append_replicated(self, records: bytes | bytearray | memoryview, now_ms: int) -> int:
+        """Append batches fetched from the leader as they are: their offsets and leader
+        epochs were given by the leader, so nothing is patched (a follower's log is a byte
+        copy of the leader's). The first batch must start at the log end offset (the fetch
+        asked from there); the leader sends whole batches only. Returns the new log end
+        offset.
+        """
+        self._check_online()
+        headers = parse_batches(records)
+        if not headers:
+            return self.log_end_offset
+        if headers[0].base_offset != self.log_end_offset:
+            raise InvalidRecordError(
+                f"replicated batch starts at {headers[0].base_offset}, the log ends at "
+                f"{self.log_end_offset} ({self.topic}-{self.partition})")
+        end = headers[-1].position + headers[-1].size
+        view = memoryview(records)[headers[0].position:end]
+        last_offset = headers[-1].base_offset + headers[-1].last_offset_delta
+        max_timestamp = max(header.max_timestamp for header in headers)
+        try:
+            for header in headers:
+                if header.partition_leader_epoch >= 0:
+                    self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+            segment = self._maybe_roll(len(view), last_offset, max_timestamp, now_ms)
+            segment.append([view], headers)
+        except OSError as exc:
+            raise self._io_failed(exc) from None
+        self._io_succeeded()
+        self._unflushed_messages += last_offset - headers[0].base_offset + 1
+        if self._unflushed_messages >= self.config.flush_interval_messages:
+            self.flush(now_ms)
+        return self.log_end_offset
+
     def _check_records(self, records: bytes | bytearray | memoryview, now_ms: int) -> None:
         """Refuse a producer's batch for some of its records, naming each (KIP-467) so the
         client fails only those: as Kafka does, keyless records on a compacted topic (the

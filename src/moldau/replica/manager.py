@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -38,7 +38,11 @@ class ReplicaManager:
         self._lead_all = lead_all
         #: Fetches waiting for data (woken when a high watermark passes new bytes).
         self.fetch_purgatory = FetchPurgatory()
+        #: Follower fetches waiting for data (woken by every append as leader; a cluster only).
+        self.replica_fetch_purgatory = FetchPurgatory()
         self._partitions: dict[TopicPartition, Partition] = {}
+        #: In a cluster: where a leader's ISR change goes (ZooKeeper, through the cluster link).
+        self.propose_isr: Callable[[Partition, frozenset[int]], None] | None = None
 
     # -- hosting -----------------------------------------------------------------------------
 
@@ -57,6 +61,8 @@ class ReplicaManager:
             if self._lead_all:
                 partition.make_leader(max(plog.latest_epoch, 0), (me,))
             else:
+                partition.on_leader_append = self.replica_fetch_purgatory.notify_append
+                partition.propose_isr = self._propose_isr
                 partition.make_follower(-1, max(plog.latest_epoch, 0))
             self._partitions[partition.key] = partition
 
@@ -76,6 +82,7 @@ class ReplicaManager:
             if partition is not None:
                 partition.fail_waiters(ErrorCode.not_leader_or_follower)
             self.fetch_purgatory.wake_all(key)
+            self.replica_fetch_purgatory.wake_all(key)
         return detached
 
     def dir_offline(self, log_dir: Path) -> None:
@@ -87,6 +94,10 @@ class ReplicaManager:
             if partition is not None:
                 partition.fail_waiters(ErrorCode.kafka_storage_error)
             self.fetch_purgatory.wake_all(key)
+
+    def _propose_isr(self, partition: Partition, isr: frozenset[int]) -> None:
+        if self.propose_isr is not None:
+            self.propose_isr(partition, isr)
 
     # -- lookups -----------------------------------------------------------------------------
 

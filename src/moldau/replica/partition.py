@@ -108,6 +108,11 @@ class Partition:
         self._uncommitted_bytes = 0
         self._on_committed = on_committed
         self._on_isr_change = on_isr_change
+        #: Set in a cluster: called after every append as leader, to wake follower fetches
+        #: waiting for data above the high watermark.
+        self.on_leader_append: Callable[[TopicPartition, int], None] | None = None
+        #: Set in a cluster: ISR changes are proposed to ZooKeeper instead of applied here.
+        self.propose_isr: Callable[[Partition, frozenset[int]], None] | None = None
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, {self.role.value}, "
@@ -255,6 +260,8 @@ class Partition:
         result = self._log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms,
                                   origin=origin)
         self._uncommitted_bytes += len(records)
+        if self.on_leader_append is not None:
+            self.on_leader_append(self.key, len(records))
         self._maybe_increment_high_watermark()
         return result
 
@@ -380,6 +387,15 @@ class Partition:
         return out
 
     def _change_isr(self, new_isr: frozenset[int]) -> None:
+        if self.propose_isr is not None:
+            # In a cluster ZooKeeper holds the ISR: a change counts once written there (it
+            # comes back through ``set_isr``). A grown ISR is used at once, which only makes
+            # the high watermark wait for one more replica; a shrunk one is not, so no record
+            # is committed by fewer replicas than ZooKeeper's ISR names.
+            if new_isr >= self.isr:
+                self.isr = new_isr
+            self.propose_isr(self, new_isr)
+            return
         old = self.isr
         self.isr = new_isr
         log.info("%s-%d: ISR %s -> %s at epoch %d", self.topic, self.partition, sorted(old),
@@ -387,7 +403,48 @@ class Partition:
         if self._on_isr_change is not None:
             self._on_isr_change(self, old)
 
-    # -- reads -------------------------------------------------------------------------------
+    # -- follower ----------------------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview,
+                           leader_high_watermark: int, now_ms: int) -> int:
+        """Append what the fetcher got from the leader (opaque batches, offsets kept) and
+        follow the leader's high watermark; the new log end offset."""
+        if self.role is not Role.FOLLOWER:
+            raise ReplicaError(ErrorCode.not_leader_or_follower,
+                               f"{self.topic}-{self.partition} is led here")
+        end = self._log.append_replicated(records, now_ms) if len(records) else \
+            self._log.log_end_offset
+        self.follow_high_watermark(leader_high_watermark)
+        return end
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's high watermark: the leader's, as far as this log reaches."""
+        if self.role is Role.FOLLOWER and leader_high_watermark > self._log.high_watermark:
+            self._log.high_watermark = min(leader_high_watermark, self._log.log_end_offset)
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop a divergent tail before following a new leader (bytes removed)."""
+        if self.role is not Role.FOLLOWER:
+            raise ReplicaError(ErrorCode.not_leader_or_follower,
+                               f"{self.topic}-{self.partition} is led here")
+        removed = self._log.truncate_to(offset)
+        if removed:
+            log.info("%s-%d: truncated to %d (%d bytes) to follow %d at epoch %d", self.topic,
+                     self.partition, offset, removed, self.leader_id, self.leader_epoch)
+        return removed
+
+    def set_isr(self, isr: Iterable[int]) -> None:
+        """The ISR as written in ZooKeeper at the current epoch (the leader's own change
+        coming back through its watch, or the controller's)."""
+        new = frozenset(isr)
+        if self.role is Role.LEADER and new != self.isr and self.local_id in new:
+            self.isr = new
+            for replica in new:
+                state = self._followers.get(replica)
+                if state is not None and state.last_caught_up_ms == 0:
+                    state.last_caught_up_ms = state.last_fetch_ms
+            self._maybe_increment_high_watermark()
+
 
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
              fetch_only_committed: bool = True, current_leader_epoch: int = NO_EPOCH,

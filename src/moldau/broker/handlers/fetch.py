@@ -27,7 +27,7 @@ from ...protocol import codec
 from ...protocol.codec import build
 from ...replica import ReplicaError
 from .. import offload
-from ..broker import Broker, RequestContext
+from ..broker import Broker, RequestContext, now_ms
 from ..response import FileRange, Response
 from .api_versions import NO_THROTTLE
 from .pacing import Pacer
@@ -68,9 +68,22 @@ def _resolve_topic(broker: Broker, fetch_topic: Any) -> tuple[str | None, ErrorC
     return name, ErrorCode.none
 
 
-async def _read_all(broker: Broker, request: Any
+def replica_id(request: Any) -> int:
+    """The fetching follower's broker id (v15+ in ``replica_state``), -1 for consumers."""
+    state = getattr(request, "replica_state", None)
+    found = getattr(state, "replica_id", None) if state is not None else \
+        getattr(request, "replica_id", -1)
+    return -1 if found is None else int(found)
+
+
+async def _read_all(broker: Broker, request: Any, follower: int = -1
                     ) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
-    """Read every requested partition within the request's byte limits (KIP-74 rules)."""
+    """Read every requested partition within the request's byte limits (KIP-74 rules).
+
+    A follower (``follower`` >= 0, a broker of the cluster) reads up to the log end, not
+    the high watermark, and its fetch offset is its log end offset: the leader records it,
+    which may grow the ISR and move the high watermark.
+    """
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     total = 0
     reads: list[tuple[Any, list[_PartitionRead]]] = []
@@ -98,9 +111,13 @@ async def _read_all(broker: Broker, request: Any
                 if limit > 0 or total == 0:
                     data = partition.read(p.fetch_offset, max(limit, 0),
                                           min_one_batch=total == 0,
+                                          fetch_only_committed=follower < 0,
                                           current_leader_epoch=current_epoch)
                 else:  # the response is full: nothing is read, the epoch is still checked
                     partition.check_epoch(current_epoch)
+                if follower >= 0:
+                    partition.update_follower_position(follower, p.fetch_offset, now_ms())
+                    read.high_watermark = partition.high_watermark
             except ReplicaError as exc:
                 read = _PartitionRead(name, p.partition, exc.code)
             except OffsetOutOfRangeError:
@@ -190,7 +207,8 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         return build(m.FetchResponse, throttle_time=NO_THROTTLE,
                      error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
                      responses=(), node_endpoints=())
-    reads, total = await _read_all(broker, request)
+    follower = replica_id(request) if broker.cluster is not None else -1
+    reads, total = await _read_all(broker, request, follower)
     max_wait_s = request.max_wait.total_seconds()
     min_bytes = max(request.min_bytes, 1)
     if total < min_bytes and max_wait_s > 0 and not _has_error(reads):
@@ -200,6 +218,10 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             for r in parts
             if r.topic is not None
         ]
-        await broker.replicas.wait_for_data(keys, min_bytes - total, max_wait_s)
-        reads, total = await _read_all(broker, request)
+        if follower >= 0:
+            await broker.replicas.replica_fetch_purgatory.wait(keys, min_bytes - total,
+                                                               max_wait_s)
+        else:
+            await broker.replicas.wait_for_data(keys, min_bytes - total, max_wait_s)
+        reads, total = await _read_all(broker, request, follower)
     return await _encode(ctx, reads)

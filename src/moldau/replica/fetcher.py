@@ -1,0 +1,277 @@
+"""Followers copy their leaders' logs: one fetcher per leader broker (Kafka's ReplicaFetcherThread).
+
+A ``LeaderFetcher`` is an asyncio task with one connection to one leader broker, multiplexing
+every partition this broker follows there. Before a partition is fetched it is truncated:
+OffsetForLeaderEpoch asks the leader where the follower's latest epoch ends in the leader's
+log, and anything past that (a tail the old leader wrote but never committed) is cut; a
+leader that does not know the epoch makes the follower fall back to its high watermark. Then
+it sends Fetch requests (``replica_id`` = this broker, ``fetch_offset`` = the follower's log
+end, ``current_leader_epoch`` = the epoch it follows) that the leader parks until it has new
+data; each response's batches are appended as they are (``Partition.append_as_follower``:
+no patching, no per-record work) and the leader's high watermark is taken as far as the log
+reaches. The leader learns the follower's position from the next fetch offset.
+
+Errors: a fenced or unknown epoch, or NOT_LEADER_OR_FOLLOWER, leaves the partition waiting
+for the new state from ZooKeeper (the cluster link moves it); a lost connection is retried
+after a short pause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import itertools
+import logging
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from kio.serial import entity_reader, entity_writer
+
+from ..log.errors import LogError, StorageError
+from ..protocol.codec import build
+from .errors import ReplicaError
+from .partition import Partition, Role, TopicPartition
+
+log = logging.getLogger(__name__)
+
+#: How long the leader may park a fetch with nothing new (Kafka's replica.fetch.wait.max.ms).
+FETCH_WAIT_MS = 500
+#: Bytes per partition and per response (replica.fetch.max.bytes / response.max.bytes).
+PARTITION_MAX_BYTES = 1 << 20
+RESPONSE_MAX_BYTES = 10 << 20
+#: Pause before reconnecting to a leader that cannot be reached.
+RETRY_S = 0.5
+#: Pause after a fetch whose partitions the leader refused (epochs not agreed yet).
+ERROR_PAUSE_S = 0.1
+_HEADER = struct.Struct(">hhih")
+_SIZE = struct.Struct(">i")
+_CLIENT_ID = b"moldau-replica-fetcher"
+
+Endpoint = Callable[[int], tuple[str, int] | None]
+
+
+class _Connection:
+    """Requests to one broker over one socket, answered in order (flexible versions only)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._ids = itertools.count(1)
+
+    async def request(self, obj: Any) -> Any:
+        cls = type(obj)
+        api_key, version = int(cls.__api_key__), int(cls.__version__)
+        correlation = next(self._ids)
+        body = io.BytesIO()
+        entity_writer(cls)(body, obj)
+        payload = _HEADER.pack(api_key, version, correlation, len(_CLIENT_ID)) + _CLIENT_ID + \
+            b"\x00" + body.getvalue()
+        self._writer.write(_SIZE.pack(len(payload)) + payload)
+        await self._writer.drain()
+        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
+        frame = await self._reader.readexactly(size)
+        (got,) = _SIZE.unpack_from(frame, 0)
+        if got != correlation:
+            raise ConnectionError(f"response {got} to request {correlation}")
+        # Response header v1: correlation id, then tagged fields (none sent by brokers).
+        value, _ = entity_reader(load_response_schema(api_key, version))(frame, 5)
+        return value
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class LeaderFetcher:
+    """Fetches every partition this broker follows on one leader."""
+
+    def __init__(self, local_id: int, leader_id: int, endpoint: Endpoint,
+                 now_ms: Callable[[], int]) -> None:
+        self.local_id = local_id
+        self.leader_id = leader_id
+        self._endpoint = endpoint
+        self._now_ms = now_ms
+        self.partitions: dict[TopicPartition, Partition] = {}
+        #: Partitions still to be truncated before their first fetch.
+        self._unchecked: set[TopicPartition] = set()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[partition.key] = partition
+        self._unchecked.add(partition.key)
+        self._changed.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def remove(self, key: TopicPartition) -> None:
+        self.partitions.pop(key, None)
+        self._unchecked.discard(key)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _following(self) -> dict[TopicPartition, Partition]:
+        """The partitions that still follow this leader (states may have moved them)."""
+        for key, p in list(self.partitions.items()):
+            if p.role is not Role.FOLLOWER or p.leader_id != self.leader_id:
+                self.remove(key)
+        return self.partitions
+
+    async def _run(self) -> None:
+        while self._following():
+            address = self._endpoint(self.leader_id)
+            if address is None:
+                await asyncio.sleep(RETRY_S)
+                continue
+            try:
+                reader, writer = await asyncio.open_connection(*address)
+            except OSError as exc:
+                log.info("fetcher: cannot reach leader %d at %s:%d (%s)", self.leader_id,
+                         *address, exc)
+                await asyncio.sleep(RETRY_S)
+                continue
+            conn = _Connection(reader, writer)
+            try:
+                while self._following():
+                    if self._unchecked:
+                        await self._truncate(conn)
+                    await self._fetch(conn)
+            except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError) as exc:
+                log.info("fetcher: connection to leader %d lost (%s)", self.leader_id, exc)
+                await asyncio.sleep(RETRY_S)
+            finally:
+                conn.close()
+
+    async def _truncate(self, conn: _Connection) -> None:
+        """OffsetForLeaderEpoch for every partition not checked yet, then truncate."""
+        keys = [k for k in self._unchecked if k in self.partitions]
+        self._unchecked.clear()
+        by_topic: dict[str, list[Partition]] = {}
+        for key in keys:
+            by_topic.setdefault(key[0], []).append(self.partitions[key])
+        request = build(OffsetForLeaderEpochRequest, replica_id=self.local_id, topics=tuple(
+            build(OffsetForLeaderTopic, topic=topic, partitions=tuple(
+                build(OffsetForLeaderPartition, partition=p.partition,
+                      current_leader_epoch=p.leader_epoch, leader_epoch=p.log.latest_epoch)
+                for p in parts))
+            for topic, parts in by_topic.items()))
+        response = await conn.request(request)
+        for topic in response.topics:
+            for result in topic.partitions:
+                partition = self.partitions.get((topic.topic, result.partition))
+                if partition is None or partition.role is not Role.FOLLOWER:
+                    continue
+                if result.error_code != ErrorCode.none:
+                    log.info("fetcher: %s-%d: OffsetForLeaderEpoch %s; retried", topic.topic,
+                             result.partition, result.error_code.name)
+                    self._unchecked.add(partition.key)
+                    continue
+                target = result.end_offset if result.end_offset >= 0 else \
+                    partition.high_watermark
+                if target < partition.log_end_offset:
+                    partition.truncate_to(target)
+        if self._unchecked:
+            await asyncio.sleep(RETRY_S)
+
+    async def _fetch(self, conn: _Connection) -> None:
+        by_topic: dict[str, list[Partition]] = {}
+        for p in self.partitions.values():
+            if p.key not in self._unchecked:
+                by_topic.setdefault(p.topic, []).append(p)
+        if not by_topic:
+            await asyncio.sleep(RETRY_S)
+            return
+        request = build(
+            FetchRequest,
+            cluster_id=None, replica_id=self.local_id,
+            max_wait=datetime.timedelta(milliseconds=FETCH_WAIT_MS), min_bytes=1,
+            max_bytes=RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=tuple(build(FetchTopic, topic=topic, partitions=tuple(
+                build(FetchPartition, partition=p.partition,
+                      current_leader_epoch=p.leader_epoch, fetch_offset=p.log_end_offset,
+                      last_fetched_epoch=-1, log_start_offset=p.log_start_offset,
+                      partition_max_bytes=PARTITION_MAX_BYTES)
+                for p in parts)) for topic, parts in by_topic.items()),
+            forgotten_topics_data=(), rack_id="")
+        response = await conn.request(request)
+        now = self._now_ms()
+        failed = 0
+        for topic in response.responses:
+            for data in topic.partitions:
+                partition = self.partitions.get((topic.topic, data.partition_index))
+                if partition is None or partition.role is not Role.FOLLOWER:
+                    continue
+                if data.error_code != ErrorCode.none:
+                    failed += 1
+                self._apply(partition, data, now)
+        if failed:
+            # The leader answered at once (it has not applied the new state yet, or this
+            # broker has not): do not hammer it.
+            await asyncio.sleep(ERROR_PAUSE_S)
+
+    def _apply(self, partition: Partition, data: Any, now: int) -> None:
+        code = data.error_code
+        if code == ErrorCode.offset_out_of_range:
+            # Behind the leader's log start (retention moved it): start over there.
+            log.warning("%s-%d: fetch offset %d out of range on leader %d; starting at its "
+                        "log start %d", partition.topic, partition.partition,
+                        partition.log_end_offset, self.leader_id, data.log_start_offset)
+            if data.log_start_offset > partition.log_end_offset:
+                partition.log.truncate_fully_and_start_at(data.log_start_offset, now)
+            else:
+                self._unchecked.add(partition.key)
+            return
+        if code != ErrorCode.none:
+            # Fenced, unknown epoch, not the leader: the state in ZooKeeper will say more.
+            log.debug("%s-%d: fetch from %d: %s", partition.topic, partition.partition,
+                      self.leader_id, code.name)
+            return
+        records = data.records or b""
+        try:
+            partition.append_as_follower(records, data.high_watermark, now)
+        except (ReplicaError, LogError, StorageError) as exc:
+            log.warning("%s-%d: cannot append what leader %d sent: %s", partition.topic,
+                        partition.partition, self.leader_id, exc)
+            self._unchecked.add(partition.key)
+
+
+class ReplicaFetchers:
+    """The fetchers of one broker, by leader; ``follow`` moves a partition between them."""
+
+    def __init__(self, local_id: int, endpoint: Endpoint, now_ms: Callable[[], int]) -> None:
+        self._local_id = local_id
+        self._endpoint = endpoint
+        self._now_ms = now_ms
+        self._fetchers: dict[int, LeaderFetcher] = {}
+
+    def follow(self, partition: Partition) -> None:
+        """Fetch ``partition`` from its leader (truncating first); stop fetching it elsewhere."""
+        self.unfollow(partition.key)
+        if partition.leader_id < 0 or partition.leader_id == self._local_id:
+            return
+        fetcher = self._fetchers.get(partition.leader_id)
+        if fetcher is None:
+            fetcher = LeaderFetcher(self._local_id, partition.leader_id, self._endpoint,
+                                    self._now_ms)
+            self._fetchers[partition.leader_id] = fetcher
+        fetcher.add(partition)
+
+    def unfollow(self, key: TopicPartition) -> None:
+        for fetcher in self._fetchers.values():
+            fetcher.remove(key)
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(f.stop() for f in self._fetchers.values()))
+        self._fetchers.clear()

@@ -1,0 +1,69 @@
+"""Replication on three real brokers: followers copy their leader, acks=all waits for the ISR,
+and a kill -9 of a leader loses nothing that was acknowledged."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from tests.conftest import MakeBroker
+
+from .helpers import eventually
+from .test_cluster_brokers import create_topic, describe, start_cluster
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, expected: int,
+             timeout: float = 60.0) -> dict[int, list[bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    while sum(map(len, got.values())) < expected and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got[msg.partition()].append(msg.value())
+    consumer.close()
+    return got
+
+
+def test_rf3_acks_all_survives_leader_kill9(make_broker: MakeBroker, zk_connect: str,
+                                           topic_name: str) -> None:
+    brokers = start_cluster(make_broker, zk_connect, 3, "min.insync.replicas=2")
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    create_topic(brokers[0], topic_name, 1, rf=3)
+    eventually(lambda: len(describe(brokers[0], topic_name)[2].get(0, (-1, (), ()))[2]) == 3,
+               what="ISR of three")
+    leader = describe(brokers[0], topic_name)[2][0][0]
+    bootstrap = ",".join(b.bootstrap for b in brokers)
+    acked: list[bytes] = []
+    failed: list[bytes] = []
+
+    def report(err: KafkaError | None, msg: object) -> None:
+        (failed if err is not None else acked).append(msg.value())  # type: ignore[attr-defined]
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5,
+                         "message.timeout.ms": 60000})
+    for i in range(2000):
+        producer.produce(topic_name, value=b"v%05d" % i, partition=0, on_delivery=report)
+        if i == 1000:
+            producer.flush(30)
+            brokers[leader - 1].kill9()
+            killed_at = time.monotonic()
+        producer.poll(0)
+    assert producer.flush(90) == 0
+    print(f"acked {len(acked)}, failed {len(failed)}, "
+          f"{time.monotonic() - killed_at:.1f} s from kill -9 to the last ack")
+    survivors = [b for i, b in enumerate(brokers, 1) if i != leader]
+    new_leader = describe(survivors[0], topic_name)[2][0][0]
+    assert new_leader not in (leader, -1)
+    got = read_all(survivors[0].bootstrap, topic_name, 1, len(acked))[0]
+    assert len(got) == len(set(got)), "duplicates"
+    assert set(acked) <= set(got), f"lost {len(set(acked) - set(got))} acknowledged records"
+    assert got == sorted(got), "out of order"
+    # The killed broker comes back, truncates what it must, catches up and rejoins the ISR.
+    brokers[leader - 1].restart()
+    eventually(lambda: sorted(describe(survivors[0], topic_name)[2][0][2]) == [1, 2, 3],
+               timeout=60, what="the restarted broker back in the ISR")
