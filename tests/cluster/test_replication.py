@@ -67,3 +67,53 @@ def test_rf3_acks_all_survives_leader_kill9(make_broker: MakeBroker, zk_connect:
     brokers[leader - 1].restart()
     eventually(lambda: sorted(describe(survivors[0], topic_name)[2][0][2]) == [1, 2, 3],
                timeout=60, what="the restarted broker back in the ISR")
+
+
+def test_paused_follower_leaves_the_isr_and_min_isr_refuses(
+        make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
+    brokers = start_cluster(make_broker, zk_connect, 3, "replica.lag.time.max.ms=2000")
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    strict = topic_name + "-strict"
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+    futures = admin.create_topics([
+        NewTopic(topic_name, 1, 3, config={"min.insync.replicas": "2"}),
+        NewTopic(strict, 1, 3, config={"min.insync.replicas": "3"})])
+    for f in futures.values():
+        f.result(timeout=30)
+    for name in (topic_name, strict):
+        eventually(lambda n=name: len(describe(brokers[0], n)[2].get(0, (-1, (), ()))[2]) == 3,
+                   what="ISR of three")
+    leader, replicas, _ = describe(brokers[0], topic_name)[2][0]
+    follower = next(r for r in replicas if r != leader)
+    # Produce goes through the leader; the paused follower is the one to leave the ISR.
+    if describe(brokers[0], strict)[2][0][0] == follower:
+        follower = next(r for r in replicas if r not in (leader, follower))
+    bootstrap = brokers[leader - 1].bootstrap
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         "message.timeout.ms": 30000})
+    producer.produce(topic_name, b"before")
+    assert producer.flush(30) == 0
+    brokers[follower - 1].pause()
+    try:
+        started = time.monotonic()
+        errors: list[KafkaError | None] = []
+        producer.produce(topic_name, b"during", on_delivery=lambda e, m: errors.append(e))
+        assert producer.flush(30) == 0 and errors == [None]
+        print(f"acks=all with a paused follower completed after "
+              f"{time.monotonic() - started:.1f} s")
+        eventually(lambda: follower not in describe(brokers[leader - 1], topic_name)[2][0][2],
+                   timeout=30, what="the paused follower out of the ISR")
+        eventually(lambda: follower not in describe(brokers[leader - 1], strict)[2][0][2],
+                   timeout=30, what="the paused follower out of the strict topic's ISR")
+        strict_producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                    "message.timeout.ms": 3000, "retries": 0})
+        strict_errors: list[KafkaError | None] = []
+        strict_producer.produce(strict, b"x", on_delivery=lambda e, m: strict_errors.append(e))
+        strict_producer.flush(30)
+        assert strict_errors and strict_errors[0] is not None
+        assert strict_errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS, strict_errors
+    finally:
+        brokers[follower - 1].resume()
+    eventually(lambda: follower in describe(brokers[leader - 1], topic_name)[2][0][2],
+               timeout=30, what="the follower back in the ISR")

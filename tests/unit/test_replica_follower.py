@@ -1,0 +1,82 @@
+"""A follower's side of a partition: replicated appends keep the leader's offsets and epochs,
+the high watermark follows the leader's, ISR changes wait for ZooKeeper in a cluster."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from moldau.log import LogConfig, PartitionLog
+from moldau.log.errors import InvalidRecordError
+from moldau.log.partition_log import AppendOrigin
+from moldau.replica import Partition
+
+from .batchgen import simple_batch
+
+NOW = 1_700_000_000_000
+LEADER, FOLLOWER, OTHER = 1, 2, 3
+
+
+def make(tmp_path: Path, name: str, local_id: int) -> Partition:
+    plog = PartitionLog.open(tmp_path / name / "t-0", dataclasses.replace(LogConfig()), 0,
+                             True, NOW)
+    return Partition(plog, local_id)
+
+
+def leader_bytes(leader: Partition, start: int) -> bytes:
+    data = leader.read(start, 1 << 20, fetch_only_committed=False)
+    assert data is not None
+    return data.read()
+
+
+def test_replicated_batches_keep_offsets_and_epochs(tmp_path: Path) -> None:
+    leader = make(tmp_path, "l", LEADER)
+    leader.make_leader(3, (LEADER,))
+    leader.append_as_leader(simple_batch(4), AppendOrigin.CLIENT, 1, NOW)
+    leader.make_leader(5, (LEADER,))
+    leader.append_as_leader(simple_batch(2), AppendOrigin.CLIENT, 1, NOW)
+    follower = make(tmp_path, "f", FOLLOWER)
+    follower.make_follower(LEADER, 5)
+    end = follower.append_as_follower(leader_bytes(leader, 0), 4, NOW)
+    assert end == 6
+    assert follower.log.leader_epochs == leader.log.leader_epochs == [(3, 0), (5, 4)]
+    assert follower.high_watermark == 4  # the leader's, as far as this log reaches
+    assert leader_bytes(leader, 0) == leader_bytes_of(follower)
+    # Truncation for a new leader cuts whole batches and the epochs after them.
+    follower.truncate_to(4)
+    assert follower.log_end_offset == 4 and follower.log.leader_epochs == [(3, 0)]
+
+
+def leader_bytes_of(partition: Partition) -> bytes:
+    data = partition.log.read(0, 1 << 20, max_offset=None)
+    assert data is not None
+    return data.read()
+
+
+def test_a_gap_is_refused(tmp_path: Path) -> None:
+    leader = make(tmp_path, "l", LEADER)
+    leader.make_leader(0, (LEADER,))
+    leader.append_as_leader(simple_batch(2), AppendOrigin.CLIENT, 1, NOW)
+    leader.append_as_leader(simple_batch(2), AppendOrigin.CLIENT, 1, NOW)
+    follower = make(tmp_path, "f", FOLLOWER)
+    follower.make_follower(LEADER, 0)
+    with pytest.raises(InvalidRecordError):
+        follower.append_as_follower(leader_bytes(leader, 2), 4, NOW)
+    assert follower.log_end_offset == 0
+
+
+def test_in_a_cluster_a_shrink_waits_for_zookeeper(tmp_path: Path) -> None:
+    leader = make(tmp_path, "l", LEADER)
+    proposed: list[frozenset[int]] = []
+    leader.propose_isr = lambda _p, isr: proposed.append(isr)
+    leader.make_leader(0, (LEADER, FOLLOWER, OTHER), (LEADER, FOLLOWER, OTHER), now_ms=NOW)
+    leader.append_as_leader(simple_batch(1), AppendOrigin.CLIENT, -1, NOW)
+    leader.update_follower_position(FOLLOWER, 1, NOW + 10)
+    assert leader.maybe_shrink_isr(NOW + 100_000, 30_000) == {OTHER}
+    assert proposed == [frozenset({LEADER, FOLLOWER})]
+    assert leader.isr == {LEADER, FOLLOWER, OTHER}, "not shrunk before ZooKeeper has it"
+    assert leader.high_watermark == 0
+    leader.set_isr((LEADER, FOLLOWER))  # the write came back through the watch
+    assert leader.isr == {LEADER, FOLLOWER} and leader.high_watermark == 1
