@@ -221,3 +221,35 @@ def test_consumer_group_coordinated_by_the_offsets_partition_leader(
         answer = client.request(HeartbeatRequest(group_id=group, generation_id=1,
                                                  member_id="m", group_instance_id=None))
     assert answer.error_code.name.upper() == "NOT_COORDINATOR"
+
+
+def test_admin_rules_and_deletion_in_a_cluster(make_broker: MakeBroker, zk_connect: str,
+                                               topic_name: str) -> None:
+    brokers = start_cluster(make_broker, zk_connect)
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+    too_many = admin.create_topics([NewTopic(topic_name + "-rf4", 1, 4)])
+    with pytest.raises(KafkaException) as info:
+        too_many[topic_name + "-rf4"].result(timeout=30)
+    assert info.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
+    assert "larger than available brokers: 3" in info.value.args[0].str()
+    unknown = admin.create_topics([NewTopic(topic_name + "-x", 1, replica_assignment=[[1, 9]])])
+    with pytest.raises(KafkaException) as info:
+        unknown[topic_name + "-x"].result(timeout=30)
+    assert info.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    explicit = admin.create_topics([NewTopic(topic_name, 2, replica_assignment=[[3, 1], [2, 3]])])
+    explicit[topic_name].result(timeout=30)
+    eventually(leaders_known(brokers, topic_name, 2), what="leaders")
+    parts = describe(brokers[1], topic_name)[2]
+    assert parts[0][:2] == (3, (3, 1)) and parts[1][:2] == (2, (2, 3))
+    # Deletion: requested on one broker, completed by the controller, logs gone everywhere.
+    admin.delete_topics([topic_name], operation_timeout=30)[topic_name].result(timeout=60)
+
+    def gone() -> bool:
+        dirs = [d for b in brokers for d in b.data_dir.iterdir()
+                if d.name.startswith(topic_name + "-")]
+        return not dirs and all(topic_name not in cluster_metadata(b).topics for b in brokers)
+    eventually(gone, timeout=30, what="the topic gone from every broker and disk")
+    with raw_client(zk_connect) as zk:
+        assert not zk.exists(f"/brokers/topics/{topic_name}")
+        assert not zk.get_children("/admin/delete_topics")

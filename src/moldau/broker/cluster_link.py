@@ -264,6 +264,9 @@ class ClusterLink:
         wanted = set(self.assigned(name)) if topic is not None else set()
         gone = sorted(hosted - wanted)
         if gone:
+            if self.fetchers is not None:
+                for p in gone:
+                    self.fetchers.unfollow((name, p))
             detached = broker.replicas.detach(name, gone)
             renamed = await asyncio.to_thread(partition_files.rename_partitions, detached)
             await asyncio.to_thread(partition_files.remove_renamed, renamed)
