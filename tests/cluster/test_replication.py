@@ -117,3 +117,48 @@ def test_paused_follower_leaves_the_isr_and_min_isr_refuses(
         brokers[follower - 1].resume()
     eventually(lambda: follower in describe(brokers[leader - 1], topic_name)[2][0][2],
                timeout=30, what="the follower back in the ISR")
+
+
+def test_committed_offsets_survive_a_coordinator_kill9(make_broker: MakeBroker, zk_connect: str,
+                                                       topic_name: str) -> None:
+    brokers = start_cluster(make_broker, zk_connect, 3, "default.replication.factor=3",
+                            "offsets.topic.num.partitions=1", "min.insync.replicas=2")
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    create_topic(brokers[0], topic_name, 1, rf=3)
+    bootstrap = ",".join(b.bootstrap for b in brokers)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(20):
+        producer.produce(topic_name, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    group = topic_name + "-g"
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+              "auto.offset.reset": "earliest", "session.timeout.ms": 6000}
+    consumer = Consumer(config)
+    consumer.subscribe([topic_name])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 10 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen += 1
+            if seen == 10:
+                consumer.commit(message=msg, asynchronous=False)
+    consumer.close()
+    eventually(lambda: len(describe(brokers[0], "__consumer_offsets")[2].get(
+        0, (-1, (), ()))[2]) == 3, what="__consumer_offsets in sync on three brokers")
+    coordinator = describe(brokers[0], "__consumer_offsets")[2][0][0]
+    brokers[coordinator - 1].kill9()
+    survivors = [b for i, b in enumerate(brokers, 1) if i != coordinator]
+    eventually(lambda: describe(survivors[0], "__consumer_offsets")[2][0][0] not in (
+        coordinator, -1), timeout=30, what="a new coordinator")
+    # A new member of the group starts where the group committed: at offset 10.
+    consumer = Consumer({**config, "bootstrap.servers": survivors[0].bootstrap})
+    consumer.subscribe([topic_name])
+    first = None
+    deadline = time.monotonic() + 60
+    while first is None and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            first = msg.offset()
+    consumer.close()
+    assert first == 10

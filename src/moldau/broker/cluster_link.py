@@ -41,6 +41,7 @@ from ..replica import Partition
 from ..replica.fetcher import ReplicaFetchers
 from . import partition_files
 from .errors import ApiError
+from .group_service import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -187,11 +188,16 @@ class ClusterLink:
                                   now_ms=broker_now_ms()):
                 log.info("%s-%d: leader at epoch %d, ISR %s", topic, partition,
                          state.leader_epoch, list(state.isr))
+                if topic == OFFSETS_TOPIC:  # this broker now coordinates its groups
+                    self._broker.groups.load_partition(partition, broker_now_ms())
             return
         if not hosted.is_leader and same_epoch and hosted.leader_id == state.leader:
             return
+        was_leader = hosted.is_leader
         if hosted.make_follower(state.leader, state.leader_epoch):
             hosted.replicas = tuple(replicas)
+            if was_leader and topic == OFFSETS_TOPIC:
+                self._broker.groups.unload_partition(partition)
             log.info("%s-%d: follower of %d at epoch %d", topic, partition, state.leader,
                      state.leader_epoch)
             if self.fetchers is not None:

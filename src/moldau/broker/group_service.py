@@ -129,12 +129,34 @@ class GroupService:
         return None if topic is None else partition_for(group_id, topic.partitions)
 
     def load(self, now: int) -> None:
-        """Replay ``__consumer_offsets`` into the coordinator (start-up, before serving)."""
+        """Replay ``__consumer_offsets`` into the coordinator (start-up, before serving).
+
+        In a cluster nothing is led yet at start-up: each partition is replayed when this
+        broker becomes its leader (``load_partition``)."""
         topic = self.offsets_topic(create=False)
+        partitions = range(topic.partitions) if topic is not None and \
+            self.broker.cluster is None else range(0)
+        self._replay(partitions, now)
+
+    def load_partition(self, partition: int, now: int) -> None:
+        """This broker now leads ``partition`` of ``__consumer_offsets``: replay its groups."""
+        self.unload_partition(partition)
+        self._replay(range(partition, partition + 1), now)
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker leads ``partition`` now: forget the groups it holds."""
+        topic = self.offsets_topic(create=False)
+        if topic is None:
+            return
+        self.coordinator.unload(
+            g for g in list(self.coordinator.groups)
+            if partition_for(g, topic.partitions) == partition)
+
+    def _replay(self, partitions: range, now: int) -> None:
         loader = GroupLoader()
         records = 0
-        if topic is not None:
-            for partition in range(topic.partitions):
+        if partitions:
+            for partition in partitions:
                 hosted = self.broker.partition(OFFSETS_TOPIC, partition)
                 if hosted is None:
                     continue

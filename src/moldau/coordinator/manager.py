@@ -139,6 +139,14 @@ class GroupCoordinator:
                 and not group.pending_members and not len(group.offsets)):
             self._remove_group(group)
 
+    def unload(self, group_ids: Iterable[str]) -> None:
+        """Forget these groups: their partition of ``__consumer_offsets`` is led elsewhere
+        now, and its new leader replays them from the log."""
+        for group_id in list(group_ids):
+            group = self.groups.get(group_id)
+            if group is not None:
+                self._remove_group(group)
+
     def _remove_group(self, group: Group) -> None:
         self.groups.pop(group.group_id, None)
         self._scheduled.pop(group.group_id, None)
