@@ -183,7 +183,8 @@ class LeaderFetcher:
                 if target < partition.log_end_offset:
                     partition.truncate_to(target)
         if self._unchecked:
-            await asyncio.sleep(RETRY_S)
+            # Typically a new leader that has not applied its state yet: ask again soon.
+            await asyncio.sleep(ERROR_PAUSE_S)
 
     async def _fetch(self, conn: _Connection) -> None:
         by_topic: dict[str, list[Partition]] = {}

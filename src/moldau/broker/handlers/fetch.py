@@ -197,6 +197,19 @@ async def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRea
     return Response(chunks, size)
 
 
+def _appended_since(broker: Broker, request: Any) -> bool:
+    """Whether a follower's fetch now has data past the offsets it asked from."""
+    for fetch_topic in request.topics:
+        name, _ = _resolve_topic(broker, fetch_topic)
+        if name is None:
+            continue
+        for p in fetch_topic.partitions:
+            partition = broker.partition(name, p.partition)
+            if partition is not None and partition.log_end_offset > p.fetch_offset:
+                return True
+    return False
+
+
 async def handle(request: Any, ctx: RequestContext) -> Any:
     broker = ctx.broker
     m = ctx.resp
@@ -219,8 +232,12 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             if r.topic is not None
         ]
         if follower >= 0:
-            await broker.replicas.replica_fetch_purgatory.wait(keys, min_bytes - total,
-                                                               max_wait_s)
+            # Something appended while this fetch was being read (the loop may run the
+            # produce handler in between) would not wake it: look again first. No await
+            # between this check and the waiter's registration, so nothing slips through.
+            if not _appended_since(broker, request):
+                await broker.replicas.replica_fetch_purgatory.wait(keys, min_bytes - total,
+                                                                   max_wait_s)
         else:
             await broker.replicas.wait_for_data(keys, min_bytes - total, max_wait_s)
         reads, total = await _read_all(broker, request, follower)

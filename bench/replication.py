@@ -1,0 +1,182 @@
+"""Replication figures of issue 11, as JSON lines: RF 3 against RF 1, p99 ack, failover.
+
+    python -m bench.replication [--quick]
+
+Starts one broker alone (RF 1) and a local 3-broker cluster with its own ZooKeeper
+(``moldau.cluster.local_cluster``, free ports, a temporary directory), then measures:
+produce 1 KiB records with acks=all on RF 1 and on RF 3 with ``min.insync.replicas=2``
+(and their ratio); produce-to-ack latency percentiles at 5,000 records/s on RF 3; the time
+from kill -9 of a partition leader to the first acknowledged produce sent after it. Every
+loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from moldau.cluster.local_cluster import ClusterSpec, LocalCluster
+
+from .broker_proc import BenchBroker
+from .throughput import produce
+
+#: ZooKeeper session timeout of the cluster's brokers: bounds how long a kill -9 goes unseen.
+SESSION_TIMEOUT_MS = 6000
+
+
+def _free_ports(count: int) -> int:
+    """A base port with ``count`` free ports after it (checked, not reserved)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = int(s.getsockname()[1])
+        if base + count < 65000 and all(_free(base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no run of free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _topic(bootstrap: str, partitions: int, rf: int, configs: dict[str, str]) -> str:
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf, config=configs)])[name].result(30)
+    # Leaders are elected asynchronously: wait until every partition has one.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=10).topics.get(name)
+        if md is not None and md.partitions and all(
+                p.leader >= 0 and len(p.isrs) == rf for p in md.partitions.values()):
+            break
+        time.sleep(0.1)
+    # One acknowledged record per partition: followers have started fetching, so the
+    # measurement is of the steady state, not of a new topic's first second.
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for p in range(partitions):
+        producer.produce(name, b"warm-up", partition=p)
+    producer.flush(30)
+    return name
+
+
+def _latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict[str, Any]:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    samples: list[float] = []
+    total = int(rate * seconds)
+    start = time.perf_counter()
+    for i in range(total):
+        target = start + i / rate
+        while (now := time.perf_counter()) < target:
+            producer.poll(max(0.0, min(target - now, 0.001)))
+        producer.produce(topic, b"x" * 100, on_delivery=lambda e, m, t=now: samples.append(
+            time.perf_counter() - t) if e is None else None)
+        producer.poll(0)
+    producer.flush(30)
+    samples.sort()
+
+    def pct(p: float) -> float:
+        return round(samples[min(len(samples) - 1, int(p * len(samples)))] * 1000, 3)
+
+    return {"workload": "produce_latency_rf3", "rate": rate, "records": len(samples),
+            "p50_ms": pct(0.5), "p99_ms": pct(0.99), "p999_ms": pct(0.999)}
+
+
+def _failover(cluster: LocalCluster, bootstrap: str, topic: str) -> dict[str, Any]:
+    """kill -9 the leader of partition 0 while producing to it; time to the next ack."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         "enable.idempotence": True, "message.timeout.ms": 60000})
+    acked_after: list[float] = []
+    killed_at = 0.0
+    lock = threading.Lock()
+
+    def on_delivery(err: Any, _msg: Any, sent: float) -> None:
+        if err is None and killed_at and sent > killed_at:
+            with lock:
+                acked_after.append(time.monotonic())
+
+    deadline = time.monotonic() + 60
+    sent = 0
+    while time.monotonic() < deadline and not acked_after:
+        now = time.monotonic()
+        producer.produce(topic, b"f%d" % sent, partition=0,
+                         on_delivery=lambda e, m, t=now: on_delivery(e, m, t))
+        sent += 1
+        if sent == 200:
+            producer.flush(30)
+            proc = cluster.brokers[leader].proc
+            assert proc is not None
+            proc.kill()
+            killed_at = time.monotonic()
+        producer.poll(0.005)
+    producer.flush(60)
+    return {"workload": "failover_kill9", "zookeeper_session_timeout_ms": SESSION_TIMEOUT_MS,
+            "seconds_to_first_ack": round(acked_after[0] - killed_at, 2) if acked_after
+            else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="10x fewer records")
+    args = parser.parse_args()
+    count = 20_000 if args.quick else 200_000
+    results: list[dict[str, Any]] = []
+    alone = BenchBroker()
+    try:
+        topic = _topic(alone.bootstrap, 6, 1, {})
+        rf1 = produce(alone.bootstrap, topic, count, 1024)
+        rf1["workload"] = "produce_rf1_one_broker"
+        results.append(rf1)
+        print(json.dumps(rf1), flush=True)
+    finally:
+        alone.close()
+    with tempfile.TemporaryDirectory(prefix="moldau-bench-cluster-") as tmp:
+        spec = ClusterSpec(Path(tmp), brokers=3, base_port=_free_ports(3),
+                           zookeeper_port=_free_ports(1), overrides=(
+                               f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",))
+        cluster = LocalCluster(spec)
+        env_level = os.environ.get("MOLDAU_LOG_LEVEL")
+        os.environ["MOLDAU_LOG_LEVEL"] = "WARNING"
+        try:
+            cluster.start()
+            time.sleep(2)  # registrations and the controller election
+            topic = _topic(spec.bootstrap, 6, 3, {"min.insync.replicas": "2"})
+            rf3 = produce(spec.bootstrap, topic, count, 1024)
+            rf3["workload"] = "produce_rf3_min_isr2_three_brokers"
+            print(json.dumps(rf3), flush=True)
+            ratio = {"workload": "rf3_over_rf1",
+                     "ratio": round(rf3["records_per_s"] / rf1["records_per_s"], 2)}
+            print(json.dumps(ratio), flush=True)
+            topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
+            print(json.dumps(_latency(spec.bootstrap, topic, 5000, 1 if args.quick else 5)),
+                  flush=True)
+            topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
+            print(json.dumps(_failover(cluster, spec.bootstrap, topic)), flush=True)
+        finally:
+            cluster.stop()
+            if env_level is None:
+                os.environ.pop("MOLDAU_LOG_LEVEL", None)
+            else:
+                os.environ["MOLDAU_LOG_LEVEL"] = env_level
+
+
+if __name__ == "__main__":
+    main()
