@@ -84,6 +84,8 @@ def _latency(bootstrap: str, topic: str, rate: int, seconds: float,
     1/rate. An idempotent producer (at most 5 in flight) batches what waits instead."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
                          "enable.idempotence": idempotent})
+    producer.produce(topic, b"warm-up")  # connections and producer id before the clock
+    producer.flush(30)
     samples: list[float] = []
     total = int(rate * seconds)
     start = time.perf_counter()
