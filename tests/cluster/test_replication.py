@@ -162,3 +162,38 @@ def test_committed_offsets_survive_a_coordinator_kill9(make_broker: MakeBroker, 
             first = msg.offset()
     consumer.close()
     assert first == 10
+
+
+def test_unclean_leader_election_only_when_enabled(make_broker: MakeBroker, zk_connect: str,
+                                                   topic_name: str) -> None:
+    """Replicas [1, 2]: 2 dies and leaves the ISR, then 1 dies; when 2 comes back only the
+    topic with unclean.leader.election.enable lets the out-of-sync replica lead."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    brokers = start_cluster(make_broker, zk_connect, 3)
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    clean, unclean = topic_name + "-clean", topic_name + "-unclean"
+    admin = AdminClient({"bootstrap.servers": brokers[2].bootstrap})
+    futures = admin.create_topics([
+        NewTopic(clean, 1, replica_assignment=[[1, 2]]),
+        NewTopic(unclean, 1, replica_assignment=[[1, 2]],
+                 config={"unclean.leader.election.enable": "true"})])
+    for f in futures.values():
+        f.result(timeout=30)
+    for name in (clean, unclean):
+        eventually(lambda n=name: describe(brokers[2], n)[2].get(0, (-1, (), ()))[::2] == (
+            1, (1, 2)), what="leader 1 with ISR [1, 2]")
+    brokers[1].kill9()  # broker 2
+    for name in (clean, unclean):
+        eventually(lambda n=name: describe(brokers[2], n)[2][0][2] == (1,), timeout=30,
+                   what="broker 2 out of the ISR")
+    brokers[0].kill9()  # broker 1: no in-sync replica is left
+    for name in (clean, unclean):
+        eventually(lambda n=name: describe(brokers[2], n)[2][0][0] == -1, timeout=30,
+                   what="no leader")
+    brokers[1].restart()
+    eventually(lambda: describe(brokers[2], unclean)[2][0][:1] == (2,), timeout=30,
+               what="broker 2 leads the unclean topic")
+    assert describe(brokers[2], unclean)[2][0][2] == (2,)
+    time.sleep(2)  # the controller had every chance to elect 2 for the clean topic too
+    assert describe(brokers[2], clean)[2][0][0] == -1
