@@ -253,3 +253,28 @@ def test_admin_rules_and_deletion_in_a_cluster(make_broker: MakeBroker, zk_conne
     with raw_client(zk_connect) as zk:
         assert not zk.exists(f"/brokers/topics/{topic_name}")
         assert not zk.get_children("/admin/delete_topics")
+
+
+def test_unreachable_zookeeper_is_one_line(make_broker: MakeBroker) -> None:
+    import subprocess
+
+    from tests.helpers.broker_process import free_port
+
+    broker = make_broker(f"zookeeper.connect=127.0.0.1:{free_port()}",
+                         "zookeeper.connection.timeout.ms=1000", start=False)
+    result = subprocess.run(broker.command(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "Error: broker stopped: cannot reach ZooKeeper at 127.0.0.1:"), result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+
+
+def test_a_broker_restarted_at_once_after_kill9_waits_for_its_old_session(
+        make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
+    brokers = start_cluster(make_broker, zk_connect)
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    brokers[2].kill9()
+    brokers[2].restart()  # its registration is still there until the session expires
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], timeout=30,
+               what="broker 3 registered again")
+    assert "waiting for its session to expire" in brokers[2].stderr_text()

@@ -202,7 +202,11 @@ class Broker:
         self.groups = GroupService(self, now_ms())
         self.groups.load(now_ms())
         if self.cluster is not None:
-            self.cluster.register()
+            try:
+                self.cluster.register()
+            except BaseException:
+                self.close()
+                raise
         # What start-up loaded (every partition log) lives as long as the broker: later full
         # garbage collections need not walk it (see partition_files.QuietGc).
         gc.freeze()

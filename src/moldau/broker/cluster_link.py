@@ -23,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kazoo.handlers.threading import KazooTimeoutError
 from kio.schema.errors import ErrorCode
 
 from ..cluster import znodes
@@ -40,7 +42,7 @@ from ..config import effective_topic_config
 from ..replica import Partition
 from ..replica.fetcher import ReplicaFetchers
 from . import partition_files
-from .errors import ApiError
+from .errors import ApiError, ClusterStartError
 from .group_service import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -76,6 +78,8 @@ class ClusterLink:
         self._syncing = False
         self._deleted: dict[str, asyncio.Event] = {}
         self._proposing: set[tuple[str, int]] = set()
+        self._store_started = False
+        self._registered = False
         self.fetchers: ReplicaFetchers | None = None
         self.store = ZkMetadataStore(
             config.zookeeper_connect, self.node_id,
@@ -91,8 +95,16 @@ class ClusterLink:
 
     def start_store(self) -> ZkMetadataStore:
         """Connect and load the topics (blocking: the broker is not serving yet)."""
-        self.store.start()
+        try:
+            self.store.start()
+        except KazooTimeoutError:
+            self.store.session.close()
+            raise ClusterStartError(
+                f"cannot reach ZooKeeper at {self._broker.config.zookeeper_connect} within "
+                f"{self._broker.config.zookeeper_connection_timeout_ms} ms "
+                "(zookeeper.connection.timeout.ms)") from None
         self.states.start()
+        self._store_started = True
         for name, topic in self.store.topics().items():
             self.states.watch_topic(name, range(topic.partitions))
         return self.store
@@ -103,10 +115,23 @@ class ClusterLink:
             znodes.Endpoint(listener.name, listener.host, listener.port,
                             listener.security_protocol)
             for listener in self._broker.config.advertised_listeners)
-        self.store.register_broker(znodes.BrokerRegistration(
-            self.node_id, endpoints, self._broker.config.broker_rack))
+        registration = znodes.BrokerRegistration(self.node_id, endpoints,
+                                                 self._broker.config.broker_rack)
+        # After a kill -9 the old registration lives until its session expires: wait for it
+        # (at most a session timeout), as a restarted Kafka broker must.
+        deadline = time.monotonic() + self._broker.config.zookeeper_session_timeout_ms / 1000 + 2
+        while True:
+            try:
+                self.store.register_broker(registration)
+                break
+            except ZkStoreError as exc:
+                if time.monotonic() > deadline:
+                    raise ClusterStartError(str(exc)) from None
+                log.info("%s; waiting for its session to expire", exc)
+                time.sleep(0.5)
         self.controller.start()
         self.election.start()
+        self._registered = True
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """The event loop runs: apply every known state and catch up on topic changes."""
@@ -123,10 +148,13 @@ class ClusterLink:
             await self.fetchers.stop()
 
     def close(self) -> None:
+        """End the session (registration and /controller go at once); safe at any stage."""
         self.controller.stop()
-        self.election.stop()
-        self.states.stop()
-        self.store.close()
+        if self._registered:
+            self.election.stop()
+        if self._store_started:
+            self.states.stop()
+            self.store.close()
 
     # -- what this broker hosts ----------------------------------------------------------------
 

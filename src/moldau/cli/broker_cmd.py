@@ -44,6 +44,7 @@ def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
     except ConfigError as exc:
         raise CliError(f"invalid configuration: {exc}") from None
 
+    from ..broker.errors import ClusterStartError
     from ..broker.server import run_broker
     from ..cluster.local import MetadataStoreError
     from ..log.errors import LogError
@@ -53,7 +54,8 @@ def broker(config_path: Path | None, overrides: tuple[str, ...]) -> None:
     except OSError as exc:  # the port is taken (named by its listener), a data dir unusable
         where = f"{exc.filename}: " if exc.filename else ""
         raise CliError(f"broker stopped: {where}{exc.strerror or exc}") from None
-    except (LogError, MetadataStoreError) as exc:  # a log dir locked, not ours, unreadable
+    except (LogError, MetadataStoreError, ClusterStartError) as exc:
+        # a log dir locked, not ours, unreadable; ZooKeeper unreachable, our id taken
         raise CliError(f"broker stopped: {exc}") from None
     except ConfigError as exc:  # a stored value a start-up check refuses
         raise CliError(f"broker stopped: invalid configuration: {exc}") from None
