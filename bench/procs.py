@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from moldau.cluster.processes import terminate
+
 _PR_SET_PDEATHSIG = 1
 # Looked up once here: between fork and exec the child should only call, not dlopen (another
 # thread of the harness, e.g. librdkafka's, may hold the loader's lock at the fork).
@@ -51,13 +53,7 @@ def popen(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
 
 def stop(proc: subprocess.Popen[Any], timeout: float = 20.0) -> None:
     """SIGTERM, then SIGKILL after ``timeout``: a broker gets the chance to shut down cleanly."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    terminate(proc, timeout)
     with contextlib.suppress(ValueError):
         _started.remove(proc)
 

@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from moldau.cluster.local_cluster import ClusterSpec, LocalCluster
 
 from .broker_proc import BenchBroker
-from .throughput import produce
+from .throughput import ack_latency, produce
 
 #: ZooKeeper session timeout of the cluster's brokers: bounds how long a kill -9 goes unseen.
 SESSION_TIMEOUT_MS = 6000
@@ -82,29 +82,8 @@ def _latency(bootstrap: str, topic: str, rate: int, seconds: float,
     record as a request of its own (no in-flight limit) and the broker answers a connection's
     requests one at a time (as Kafka does): the queue grows once acks=all takes longer than
     1/rate. An idempotent producer (at most 5 in flight) batches what waits instead."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
-                         "enable.idempotence": idempotent})
-    producer.produce(topic, b"warm-up")  # connections and producer id before the clock
-    producer.flush(30)
-    samples: list[float] = []
-    total = int(rate * seconds)
-    start = time.perf_counter()
-    for i in range(total):
-        target = start + i / rate
-        while (now := time.perf_counter()) < target:
-            producer.poll(max(0.0, min(target - now, 0.001)))
-        producer.produce(topic, b"x" * 100, on_delivery=lambda e, m, t=now: samples.append(
-            time.perf_counter() - t) if e is None else None)
-        producer.poll(0)
-    producer.flush(30)
-    samples.sort()
-
-    def pct(p: float) -> float:
-        return round(samples[min(len(samples) - 1, int(p * len(samples)))] * 1000, 3)
-
-    return {"workload": "produce_latency_rf3", "idempotent": idempotent, "rate": rate,
-            "records": len(samples),
-            "p50_ms": pct(0.5), "p99_ms": pct(0.99), "p999_ms": pct(0.999)}
+    figures = ack_latency(bootstrap, topic, rate, seconds, idempotent=idempotent, warm_up=True)
+    return {"workload": "produce_latency_rf3", "idempotent": idempotent, **figures}
 
 
 def _failover(cluster: LocalCluster, bootstrap: str, topic: str) -> dict[str, Any]:
