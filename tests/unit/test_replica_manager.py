@@ -113,3 +113,34 @@ def test_metadata_reports_the_partition_state(broker: Broker) -> None:
     (part,) = response.topics[0].partitions
     assert (part.leader_id, part.leader_epoch) == (NODE, 5)
     assert part.replica_nodes == (NODE, 9, 11) and part.isr_nodes == (NODE, 9)
+
+
+def test_high_watermarks_are_checkpointed_on_their_own_interval(tmp_path: Path) -> None:
+    """replica.high.watermark.checkpoint.interval.ms, not the log's 60 s checkpoint interval."""
+    data = tmp_path / "data"
+    broker = Broker(BrokerConfig({"log.dirs": str(data), "node.id": str(NODE),
+                                  "replica.high.watermark.checkpoint.interval.ms": "20"}))
+    checkpoint = data / "replication-offset-checkpoint"
+
+    async def run() -> str:
+        broker.start_background()
+        try:
+            broker.create_topic("t", 1, {})
+            hosted = broker.partition("t", 0)
+            assert hosted is not None
+            hosted.append_as_leader(simple_batch(3), AppendOrigin.CLIENT, -1, 0)
+            for _ in range(250):  # at most 5 s
+                text = checkpoint.read_text() if checkpoint.exists() else ""
+                if "t 0 3" in text:
+                    return text
+                await asyncio.sleep(0.02)
+            return checkpoint.read_text() if checkpoint.exists() else ""
+        finally:
+            await broker.stop_background()
+
+    try:
+        assert "t 0 3" in asyncio.run(run())
+        assert not (data / "recovery-point-offset-checkpoint").exists(), \
+            "the log checkpoints keep their own (60 s) interval"
+    finally:
+        broker.close()

@@ -15,8 +15,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from moldau.log import LogConfig, PartitionLog
+from moldau.log.manager import LogManager
 from moldau.log.partition_log import AppendOrigin
-from moldau.replica import Partition, ReplicaError, Role
+from moldau.replica import Partition, ReplicaError, ReplicaManager, Role
 from moldau.replica.partition import LATEST_TIMESTAMP
 
 from .batchgen import simple_batch
@@ -241,19 +242,31 @@ def test_a_follower_refuses_consumers_and_producers(tmp_path: Path) -> None:
 
 
 def test_the_high_watermark_survives_a_restart_in_the_checkpoint(tmp_path: Path) -> None:
-    """The log manager writes it to Kafka's replication-offset-checkpoint file."""
-    from moldau.log.manager import LogManager
-
+    """The replica manager writes Kafka's replication-offset-checkpoint and reads it back."""
     logs = LogManager([tmp_path / "d"], cluster_id="c", node_id=ME)
-    plog = logs.create("t", 0, LogConfig())
-    partition = Partition(plog, ME)
-    partition.make_leader(0, (ME, F1), now_ms=NOW)
+    replicas = ReplicaManager(logs, ME)
+    logs.create("t", 0, LogConfig())
+    replicas.host_loaded()
+    partition = replicas.get("t", 0)
+    assert partition is not None and partition.is_leader
+    partition.make_leader(1, (ME, F1), now_ms=NOW)
     append(partition, 3)
     partition.update_follower_position(F1, 2, NOW)
+    replicas.checkpoint_high_watermarks()
     logs.close()
     text = (tmp_path / "d" / "replication-offset-checkpoint").read_text()
     assert text == "0\n1\nt 0 2\n"
+
     again = LogManager([tmp_path / "d"], cluster_id="c", node_id=ME)
-    reopened = again.get("t", 0)
-    assert reopened is not None and reopened.high_watermark == 2
+    hosting = ReplicaManager(again, ME, lead_all=False)
+    hosting.host_loaded()  # a cluster: wait for the controller
+    reopened = hosting.get("t", 0)
+    assert reopened is not None and reopened.role is Role.FOLLOWER
+    assert (reopened.high_watermark, reopened.log_end_offset) == (2, 3)
+    # A single broker leads at once: ISR = {self}, so the high watermark is the log end.
+    single = ReplicaManager(again, ME)
+    single.host_loaded()
+    led = single.get("t", 0)
+    assert led is not None and led.is_leader and led.leader_epoch == 1
+    assert led.high_watermark == 3
     again.close()

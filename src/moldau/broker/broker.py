@@ -197,6 +197,7 @@ class Broker:
         self._topic_tasks: set[asyncio.Task[Any]] = set()
         self._quiet_gc = partition_files.QuietGc()
         self._checkpoint_job: asyncio.Future[Any] | None = None
+        self._hw_checkpoint_job: asyncio.Future[Any] | None = None
         self._open_logs()
         self.replicas.host_loaded()
         self.groups = GroupService(self, now_ms())
@@ -725,6 +726,9 @@ class Broker:
             self.config.log_retention_check_interval_ms, self._retention)))
         self._tasks.append(loop.create_task(self._every(
             self.config.log_flush_offset_checkpoint_interval_ms, self._checkpoint)))
+        self._tasks.append(loop.create_task(self._every(
+            self.config.replica_high_watermark_checkpoint_interval_ms,
+            self._checkpoint_high_watermarks)))
         # flush.ms is per topic, so check every second (or more often when the broker asks);
         # Kafka's default scheduler interval is Long.MAX, which means "never".
         flush_check_ms = min(self.config.log_flush_scheduler_interval_ms, 1000)
@@ -778,6 +782,15 @@ class Broker:
         errors = await asyncio.shield(job)
         self.logs.report_checkpoint_errors(errors)
 
+    async def _checkpoint_high_watermarks(self) -> None:
+        # As the log checkpoints: values read on the loop, the files written on a thread.
+        contents = self.replicas.high_watermarks()
+        job = asyncio.ensure_future(asyncio.to_thread(self.replicas.write_high_watermarks,
+                                                      contents))
+        self._hw_checkpoint_job = job  # shutdown waits for it: close() writes the same files
+        errors = await asyncio.shield(job)
+        self.replicas.report_high_watermark_errors(errors)
+
     def _flush(self) -> None:
         self.logs.flush_due(now_ms())
 
@@ -792,13 +805,14 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._checkpoint_job is not None:
-            await asyncio.gather(self._checkpoint_job, return_exceptions=True)
+        for job in (self._checkpoint_job, self._hw_checkpoint_job):
+            if job is not None:
+                await asyncio.gather(job, return_exceptions=True)
         self._tasks.clear()
 
     def close(self) -> None:
-        """Stop the scrubber and the cleaner, then close the logs (flush, checkpoints,
-        clean-shutdown marker)."""
+        """Stop the scrubber and the cleaner, write the high watermarks, then close the logs
+        (flush, checkpoints, clean-shutdown marker)."""
         if self.scrubber is not None:
             self.scrubber.stop()
             self.scrubber = None
@@ -810,6 +824,7 @@ class Broker:
                 self.cluster.close()
         finally:
             try:
+                self.replicas.checkpoint_high_watermarks()
                 self.logs.close()
             finally:
                 self._release_locks()

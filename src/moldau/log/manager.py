@@ -1,8 +1,9 @@
 """All partition logs of a broker, spread over its ``log.dirs``.
 
 Per log dir it owns Kafka's bookkeeping files: ``meta.properties`` (which cluster and node the
-dir belongs to), the clean-shutdown marker, and the offset checkpoints (recovery points, log
-start offsets, high watermarks). Opening the manager loads every partition directory, running
+dir belongs to), the clean-shutdown marker, and the log's offset checkpoints (recovery points,
+log start offsets). The high watermarks' ``replication-offset-checkpoint`` belongs to the
+replica manager, as in Kafka. Opening the manager loads every partition directory, running
 recovery where the last shutdown was not clean.
 """
 
@@ -20,7 +21,6 @@ from pathlib import Path
 from .checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
     fsync_dir,
     read_offsets,
     write_atomically,
@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
-#: Per log dir: (partition, recovery point, log start offset, high watermark) rows.
-CheckpointContents = dict[Path, list[tuple[TopicPartition, int, int, int]]]
+#: Per log dir: (partition, recovery point, log start offset) rows.
+CheckpointContents = dict[Path, list[tuple[TopicPartition, int, int]]]
 #: errnos of partition file work that say nothing about a log dir's health.
 _NOT_DIR_FAILURES = frozenset({errno.ENAMETOOLONG, errno.EMFILE, errno.ENFILE, errno.EEXIST})
 
@@ -124,7 +124,6 @@ class LogManager:
         announced = clean
         recovery_points = read_offsets(log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        high_watermarks = read_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT)
         for path in sorted(log_dir.iterdir()):
             if not path.is_dir():
                 continue
@@ -154,7 +153,6 @@ class LogManager:
                 clean,
                 now_ms,
                 log_start_offset=start_offsets.get(tp, 0),
-                high_watermark=high_watermarks.get(tp),
             ), log_dir)
         if clean:
             marker.unlink()
@@ -184,6 +182,15 @@ class LogManager:
     def all_logs_in(self, log_dir: Path) -> list[PartitionLog]:
         """Every log of one dir, offline or not."""
         return [plog for tp, plog in self._logs.items() if self._dir_of[tp] == log_dir]
+
+    def online_logs_by_dir(self) -> dict[Path, list[PartitionLog]]:
+        """Every online dir with its logs (the replica manager's high watermark checkpoints)."""
+        by_dir: dict[Path, list[PartitionLog]] = {d: [] for d in self.online_dirs()}
+        for tp, plog in self._logs.items():
+            logs = by_dir.get(self._dir_of[tp])
+            if logs is not None:
+                logs.append(plog)
+        return by_dir
 
     def all_logs(self) -> list[PartitionLog]:
         """Every log in an online dir: what background work may touch."""
@@ -394,7 +401,7 @@ class LogManager:
     # -- periodic work --------------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write each online dir's recovery points, log start offsets and high watermarks.
+        """Write each online dir's recovery points and log start offsets.
 
         A dir whose checkpoints fail (a full disk) keeps its previous ones, which only makes
         the next recovery scan more; the failure is logged once per event, never raised.
@@ -405,15 +412,13 @@ class LogManager:
         """What :meth:`checkpoint` writes, per online dir (cheap: owner thread).
 
         Split from the writing so the broker can write on a worker thread: with 20,000
-        partitions the three files with their fsyncs take 100-200 ms.
+        partitions the files with their fsyncs take 100-200 ms.
         """
-        by_dir: dict[Path, list[tuple[TopicPartition, int, int, int]]] = {
-            d: [] for d in self.online_dirs()}
+        by_dir: CheckpointContents = {d: [] for d in self.online_dirs()}
         for tp, plog in self._logs.items():
             rows = by_dir.get(self._dir_of[tp])
             if rows is not None:
-                rows.append((tp, plog.recovery_point, plog.log_start_offset,
-                             plog.high_watermark))
+                rows.append((tp, plog.recovery_point, plog.log_start_offset))
         return by_dir
 
     def report_checkpoint_errors(self, errors: Mapping[Path, OSError | None]) -> None:
@@ -476,7 +481,7 @@ class LogManager:
 
 
 def write_checkpoints(contents: CheckpointContents) -> dict[Path, OSError | None]:
-    """Write the three offset checkpoints of each dir; safe on any thread (touches no log).
+    """Write the two log offset checkpoints of each dir; safe on any thread (touches no log).
 
     Returns each dir's error (None when written), for
     :meth:`LogManager.report_checkpoint_errors` on the owner thread.
@@ -484,10 +489,8 @@ def write_checkpoints(contents: CheckpointContents) -> dict[Path, OSError | None
     errors: dict[Path, OSError | None] = {}
     for log_dir, rows in contents.items():
         try:
-            write_offsets(log_dir / RECOVERY_POINT_CHECKPOINT, {tp: r for tp, r, _, _ in rows})
-            write_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT, {tp: s for tp, _, s, _ in rows})
-            write_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT,
-                          {tp: h for tp, _, _, h in rows})
+            write_offsets(log_dir / RECOVERY_POINT_CHECKPOINT, {tp: r for tp, r, _ in rows})
+            write_offsets(log_dir / LOG_START_OFFSET_CHECKPOINT, {tp: s for tp, _, s in rows})
         except OSError as exc:
             errors[log_dir] = exc
         else:

@@ -4,7 +4,9 @@ The manager sits between the request handlers and the log manager. It hosts a
 :class:`~moldau.replica.partition.Partition` for every partition log (made when the broker
 starts, when topics are created or grow, dropped when they are deleted), answers the handlers'
 lookups, parks ``acks=all`` produces until their partitions' high watermarks pass them, holds
-the fetch purgatory (fetches waiting for data), and runs the ISR-expiry chore.
+the fetch purgatory (fetches waiting for data), and runs the ISR-expiry chore. It reads and
+writes the high watermarks in each log dir's ``replication-offset-checkpoint`` (Kafka's file
+and format: version, count, ``topic partition offset`` lines), as Kafka's ReplicaManager does.
 
 A broker without a cluster leads every partition it hosts at epoch 0 (or the latest epoch in
 the partition's leader-epoch checkpoint), with ISR = replicas = {itself}.
@@ -19,12 +21,16 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from ..log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
 from .partition import Partition, TopicPartition
 from .purgatory import FetchPurgatory
 
 log = logging.getLogger(__name__)
+
+#: Per log dir: each hosted partition's high watermark.
+HighWatermarks = dict[Path, dict[TopicPartition, int]]
 
 
 class ReplicaManager:
@@ -48,7 +54,15 @@ class ReplicaManager:
 
     def host_loaded(self) -> None:
         """Host every partition log the log manager holds (start-up, once the broker made the
-        logs on disk agree with the metadata)."""
+        logs on disk agree with the metadata), each with the high watermark its dir's
+        checkpoint has (a partition missing there keeps its log end offset). Alone, the broker
+        then leads each with ISR = {self}, which moves the high watermark to the log end."""
+        for log_dir, plogs in self._logs.online_logs_by_dir().items():
+            checkpointed = read_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+            for plog in plogs:
+                hw = checkpointed.get((plog.topic, plog.partition))
+                if hw is not None:
+                    plog.high_watermark = hw
         self._host(self._logs.all_logs())
 
     def _host(self, plogs: Iterable[PartitionLog]) -> None:
@@ -141,6 +155,41 @@ class ReplicaManager:
         await self.fetch_purgatory.wait(keys, needed, timeout_s)
 
     # -- chores ------------------------------------------------------------------------------
+
+    def high_watermarks(self) -> HighWatermarks:
+        """What :meth:`checkpoint_high_watermarks` writes, per online dir (owner thread)."""
+        return {log_dir: {(p.topic, p.partition): p.high_watermark for p in plogs}
+                for log_dir, plogs in self._logs.online_logs_by_dir().items()}
+
+    @staticmethod
+    def write_high_watermarks(contents: HighWatermarks) -> dict[Path, OSError | None]:
+        """Write each dir's ``replication-offset-checkpoint`` (atomically: write, fsync,
+        rename); safe on any thread. Each dir's error, None when written."""
+        errors: dict[Path, OSError | None] = {}
+        for log_dir, offsets in contents.items():
+            try:
+                write_offsets(log_dir / REPLICATION_OFFSET_CHECKPOINT, offsets)
+            except OSError as exc:
+                errors[log_dir] = exc
+            else:
+                errors[log_dir] = None
+        return errors
+
+    def report_high_watermark_errors(self, errors: dict[Path, OSError | None]) -> None:
+        """Tell the failure channel how writing each dir's checkpoint went (owner thread):
+        a dir that cannot be written goes offline, a full disk is logged once."""
+        failures = self._logs.failures
+        for log_dir, exc in errors.items():
+            subject = f"high watermark checkpoint of {log_dir}"
+            if exc is not None:
+                failures.io_failed(log_dir, subject, exc)
+            else:
+                failures.io_succeeded(subject)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every dir's high watermarks now (a clean stop; the broker's chore writes
+        them off the loop every ``replica.high.watermark.checkpoint.interval.ms``)."""
+        self.report_high_watermark_errors(self.write_high_watermarks(self.high_watermarks()))
 
     def shrink_isrs(self, now_ms: int, max_lag_ms: int) -> int:
         """Drop lagging followers from every led partition's ISR (``replica.lag.time.max.ms``);
