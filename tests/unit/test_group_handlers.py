@@ -351,8 +351,8 @@ def test_groups_come_back_after_a_restart(tmp_path: Path) -> None:
                            "offsets.topic.num.partitions": "4"})
     first = Broker(config)
     first.create_topic("orders", 1, {})
-    errors = first.groups.commit_offsets("grp", "", None, -1, [
-        _offset("orders", 0, 17)], 1000)
+    errors = asyncio.run(first.groups.commit_offsets("grp", "", None, -1, [
+        _offset("orders", 0, 17)], 1000))
     assert set(errors.values()) == {ErrorCode.none}
     first.close()
     second = Broker(config)

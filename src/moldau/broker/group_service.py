@@ -173,8 +173,14 @@ class GroupService:
             log.info("loaded %d groups from %d records of %s", len(self.coordinator.groups),
                      records, OFFSETS_TOPIC)
 
-    def _append(self, write: Write, now: int) -> ErrorCode | None:
-        """Append one write to its group's partition; the error code to answer with, if any."""
+    def _append(self, write: Write, now: int, *, required_acks: int = 1
+                ) -> tuple[ErrorCode | None, asyncio.Future[ErrorCode] | None]:
+        """Append one write to its group's partition.
+
+        Returns the error code to answer with (None when written) and, for
+        ``required_acks=-1``, a future that says when the ISR has the records (see
+        :meth:`_replicated`).
+        """
         broker = self.broker
         try:
             topic = self.offsets_topic(create=True)
@@ -182,36 +188,56 @@ class GroupService:
             partition = partition_for(write.group_id, topic.partitions)
             hosted = broker.partition(OFFSETS_TOPIC, partition)
             if hosted is None:
-                return ErrorCode.coordinator_not_available
+                return ErrorCode.coordinator_not_available, None
             batch = encode_batch(write.records, now)
-            hosted.append_as_leader(batch, AppendOrigin.COORDINATOR, 1, now)
+            result = hosted.append_as_leader(batch, AppendOrigin.COORDINATOR, required_acks, now)
+            if required_acks == -1:
+                return None, hosted.wait_for_acks(result.last_offset + 1)
         except ReplicaError as exc:
             # Kafka's coordinators: NOT_COORDINATOR when this broker lost the partition's
             # leadership (clients look the coordinator up again), else COORDINATOR_NOT_AVAILABLE.
             log.info("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
             if exc.code is ErrorCode.not_leader_or_follower:
-                return ErrorCode.not_coordinator
-            return ErrorCode.coordinator_not_available
+                return ErrorCode.not_coordinator, None
+            return ErrorCode.coordinator_not_available, None
         except (RecordTooLargeError, RecordListTooLargeError) as exc:
             log.error("group %s: cannot store %d records: %s", write.group_id,
                       len(write.records), exc)
-            return ErrorCode.unknown_server_error
+            return ErrorCode.unknown_server_error, None
         except StorageError:
             # Logged once per event by the failure channel. Kafka's coordinators answer a
             # storage error with NOT_COORDINATOR, which clients retry after a lookup.
-            return ErrorCode.not_coordinator
+            return ErrorCode.not_coordinator, None
         except ApiError as exc:
             if exc.code is ErrorCode.kafka_storage_error:  # creating the topic failed
-                return ErrorCode.coordinator_not_available
+                return ErrorCode.coordinator_not_available, None
             log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
-            return ErrorCode.coordinator_not_available
+            return ErrorCode.coordinator_not_available, None
         except LogError as exc:
             log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
-            return ErrorCode.coordinator_not_available
+            return ErrorCode.coordinator_not_available, None
         except OSError as exc:  # not through the log: should not happen, but never crash
             log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
+            return ErrorCode.not_coordinator, None
+        return None, None
+
+    async def _replicated(self, acks: asyncio.Future[ErrorCode]) -> ErrorCode | None:
+        """Wait, at most ``offsets.commit.timeout.ms``, until the ISR has a commit's records.
+
+        The answers follow Kafka's GroupMetadataManager: a lost leadership is NOT_COORDINATOR;
+        too few in-sync replicas or a timeout is COORDINATOR_NOT_AVAILABLE, and the commit is
+        not applied (the client retries it).
+        """
+        timeout = self.broker.config.offsets_commit_timeout_ms / 1000
+        try:
+            code = await asyncio.wait_for(asyncio.shield(acks), timeout)
+        except TimeoutError:
+            return ErrorCode.coordinator_not_available
+        if code is ErrorCode.none:
+            return None
+        if code is ErrorCode.not_leader_or_follower:
             return ErrorCode.not_coordinator
-        return None
+        return ErrorCode.coordinator_not_available
 
     # -- effects and the timer ----------------------------------------------------------------
 
@@ -223,7 +249,7 @@ class GroupService:
             for note in current.notes:
                 log.info("%s", note)
             for write in current.writes:
-                error = self._append(write, now)
+                error, _ = self._append(write, now)
                 if write.completion is not None:
                     queue.append(self.coordinator.write_completed(write.completion, error, now))
             for reply in current.replies:
@@ -368,7 +394,7 @@ class GroupService:
         found = self.broker.metadata.topic(topic)
         return found is not None and 0 <= partition < found.partitions
 
-    def commit_offsets(
+    async def commit_offsets(
         self,
         group_id: str,
         member_id: str,
@@ -380,7 +406,9 @@ class GroupService:
         retention_ms: int = -1,
         unknown_group_error: ErrorCode = ErrorCode.illegal_generation,
     ) -> dict[TopicPartition, ErrorCode]:
-        """OffsetCommit: answered only once the offsets are in ``__consumer_offsets``."""
+        """OffsetCommit: answered only once the offsets are in ``__consumer_offsets`` on every
+        replica in the ISR (Kafka's coordinator appends commits with acks=all), so a commit
+        that was answered survives the loss of the coordinator."""
         unknown = {(o.topic, o.partition): ErrorCode.unknown_topic_or_partition
                    for o in offsets if not self._partition_exists(o.topic, o.partition)}
         valid = [o for o in offsets if (o.topic, o.partition) not in unknown]
@@ -396,7 +424,12 @@ class GroupService:
         plan = self.coordinator.prepare_commit(
             group_id, member_id, group_instance_id, generation_id, valid, now,
             retention_ms=retention_ms, unknown_group_error=unknown_group_error)
-        error = None if plan.write is None else self._append(plan.write, now)
+        error: ErrorCode | None = None
+        if plan.write is not None:
+            error, replicated = self._append(plan.write, now, required_acks=-1)
+            if replicated is not None:
+                error = await self._replicated(replicated)
+                now = now_ms()
         errors = self.coordinator.complete_commit(plan, error, now)
         self._apply(Effects(), now)
         return {**unknown, **errors}

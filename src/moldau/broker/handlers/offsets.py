@@ -46,7 +46,7 @@ async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
         errors = {(o.topic, o.partition): code for o in offsets}
     else:
         retention = getattr(request, "retention_time", None)
-        errors = ctx.broker.groups.commit_offsets(
+        errors = await ctx.broker.groups.commit_offsets(
             request.group_id,
             request.member_id,
             getattr(request, "group_instance_id", None),
