@@ -81,7 +81,10 @@ def _max_timestamp(bootstrap: str, topic: str) -> tuple[int, int]:
 
 
 def _write_confluent(bootstrap: str, topic: str, codec: str, batches: list[Batch]) -> None:
-    p = producer(bootstrap, compression_type=codec, linger_ms=200, batch_num_messages=10_000)
+    p = producer(bootstrap, compression_type=codec, linger_ms=1000, batch_num_messages=10_000)
+    # Learn the (auto-created) topic's leader first: records produced while librdkafka still
+    # waits for it can leave in more than one batch on a loaded machine.
+    p.list_topics(topic, timeout=10)
     for batch in batches:
         reports = produce_all(p, topic, [{"key": k, "value": v, "timestamp": ts}
                                          for k, v, ts in batch])
