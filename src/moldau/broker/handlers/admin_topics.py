@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from ...cluster.assignment import AssignmentError, check_explicit_assignment
 from ...protocol.codec import build
 from ..broker import Broker, RequestContext
 from ..errors import ApiError
@@ -48,22 +49,14 @@ def _first_of_each(topics: Iterable[Any]) -> list[Any]:
     return firsts
 
 
-def _check_assignment(broker: Broker, partition: int, replicas: Sequence[int]) -> None:
-    """A manual assignment names only live brokers (alone: only this node)."""
-    if not replicas:
-        raise ApiError(ErrorCode.invalid_replica_assignment,
-                       f"The manual partition assignment of partition {partition} includes an "
-                       "empty replica list.")
-    if len(set(replicas)) != len(replicas):
-        raise ApiError(ErrorCode.invalid_replica_assignment,
-                       f"The manual partition assignment of partition {partition} includes a "
-                       "broker more than once.")
-    live = _live_brokers(broker)
-    for broker_id in replicas:
-        if broker_id not in live:
-            raise ApiError(ErrorCode.invalid_replica_assignment,
-                           f"The manual partition assignment includes broker {broker_id}, but "
-                           "no such broker is registered.")
+def _check_assignment(broker: Broker, assignment: dict[int, Sequence[int]],
+                      first_partition: int = 0) -> None:
+    """A manual assignment as Kafka checks it, naming only live brokers (alone: this node)."""
+    try:
+        check_explicit_assignment(assignment, _live_brokers(broker),
+                                  first_partition=first_partition)
+    except AssignmentError as exc:
+        raise ApiError(exc.code, exc.message) from None
 
 
 def _live_brokers(broker: Broker) -> list[int]:
@@ -93,13 +86,12 @@ def _partition_count(broker: Broker, topic: Any) -> int:
             raise ApiError(ErrorCode.invalid_request,
                            "A manual partition assignment was specified, but numPartitions was "
                            "not set to -1.")
-        indexes = sorted(a.partition_index for a in topic.assignments)
-        if indexes != list(range(len(indexes))):
+        assignment = {a.partition_index: a.broker_ids for a in topic.assignments}
+        if len(assignment) != len(topic.assignments):  # an index given twice
             raise ApiError(ErrorCode.invalid_replica_assignment,
                            "partitions should be a consecutive 0-based integer sequence")
-        for a in topic.assignments:
-            _check_assignment(broker, a.partition_index, a.broker_ids)
-        return len(indexes)
+        _check_assignment(broker, assignment)
+        return len(assignment)
     factor = topic.replication_factor
     _check_replication_factor(broker, broker.config.default_replication_factor
                               if factor == UNSET else factor)
@@ -292,8 +284,9 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
             raise ApiError(ErrorCode.invalid_replica_assignment,
                            f"Increasing the number of partitions by {new} but "
                            f"{len(topic.assignments)} assignments provided.")
-        for index, a in enumerate(topic.assignments, start=existing.partitions):
-            _check_assignment(broker, index, a.broker_ids)
+        _check_assignment(broker, {index: a.broker_ids for index, a in
+                                   enumerate(topic.assignments, start=existing.partitions)},
+                          first_partition=existing.partitions)
     assignment = None
     if topic.assignments is not None and topic.count > existing.partitions:
         assignment = {index: list(a.broker_ids) for index, a in
