@@ -10,10 +10,15 @@ Requests:
   {"op": "create_topic", "topic": T, "partitions": 1, "replication_factor": 1, "timeout": s}
       -> {"error": null | str}
   {"op": "produce", "topic": T, "values": [str, ...], "timeout": s}
-      -> {"results": [{"offset": int | null, "partition": int | null, "error": null | str}]}
+      -> {"results": [{"offset": int | null, "partition": int | null, "error": null | str,
+                       "value": str}]}   (in the order of the delivery reports)
   {"op": "consume", "topic": T, "count": n, "timeout": s}
-      -> {"values": [str, ...]}   (from the beginning, all partitions; "until": V stops
-         after reading the value V)
+      -> {"values": [str, ...], "records": [[partition, offset, str], ...]}   (from the
+         beginning, all partitions; "until": V stops after reading the value V)
+  {"op": "metadata", "topic": T, "timeout": s}
+      -> {"brokers": [id, ...], "controller": id,
+          "partitions": {"<p>": {"leader": id, "replicas": [...], "isr": [...]}}}
+         (what the first broker that answers says; "error": str when none did)
 
 Run as a script (not ``-m``): it imports nothing from the test package.
 """
@@ -58,11 +63,15 @@ class Worker:
         results: list[dict[str, Any]] = []
 
         def report(err: KafkaError | None, msg: Any) -> None:
+            value = msg.value().decode()
             if err is not None:
-                results.append({"offset": None, "partition": None, "error": str(err)})
+                results.append(
+                    {"offset": None, "partition": None, "error": str(err), "value": value}
+                )
             else:
                 results.append(
-                    {"offset": msg.offset(), "partition": msg.partition(), "error": None}
+                    {"offset": msg.offset(), "partition": msg.partition(), "error": None,
+                     "value": value}
                 )
 
         for value in req["values"]:
@@ -84,6 +93,7 @@ class Worker:
             }
         )
         values: list[str] = []
+        records: list[list[Any]] = []
         try:
             consumer.subscribe([req["topic"]])
             deadline = time.monotonic() + req.get("timeout", 30)
@@ -92,11 +102,25 @@ class Worker:
                 if msg is None or msg.error():
                     continue
                 values.append(msg.value().decode())
+                records.append([msg.partition(), msg.offset(), values[-1]])
                 if values[-1] == req.get("until"):
                     break
         finally:
             consumer.close()
-        return {"values": values}
+        return {"values": values, "records": records}
+
+    def metadata(self, req: dict[str, Any]) -> dict[str, Any]:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        try:
+            md = admin.list_topics(timeout=req.get("timeout", 10))
+        except Exception as exc:  # no broker answered in time: the test decides
+            return {"error": str(exc)}
+        topic = md.topics.get(req["topic"])
+        partitions = {} if topic is None else {
+            str(p.id): {"leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs)}
+            for p in topic.partitions.values()}
+        return {"brokers": sorted(md.brokers), "controller": md.controller_id,
+                "partitions": partitions}
 
 
 def main() -> None:
