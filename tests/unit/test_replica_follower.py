@@ -55,16 +55,24 @@ def leader_bytes_of(partition: Partition) -> bytes:
     return data.read()
 
 
-def test_a_gap_is_refused(tmp_path: Path) -> None:
+def test_an_overlap_is_refused_and_a_compaction_gap_accepted(tmp_path: Path) -> None:
     leader = make(tmp_path, "l", LEADER)
     leader.make_leader(0, (LEADER,))
-    leader.append_as_leader(simple_batch(2), AppendOrigin.CLIENT, 1, NOW)
-    leader.append_as_leader(simple_batch(2), AppendOrigin.CLIENT, 1, NOW)
+    for _ in range(3):
+        leader.append_as_leader(simple_batch(2), AppendOrigin.CLIENT, 1, NOW)
     follower = make(tmp_path, "f", FOLLOWER)
     follower.make_follower(LEADER, 0)
-    with pytest.raises(InvalidRecordError):
-        follower.append_as_follower(leader_bytes(leader, 2), 4, NOW)
-    assert follower.log_end_offset == 0
+    follower.append_as_follower(leader_bytes(leader, 0)[:len(simple_batch(2))], 0, NOW)
+    assert follower.log_end_offset == 2
+    with pytest.raises(InvalidRecordError):  # starts below the log end: not a copy
+        follower.append_as_follower(leader_bytes(leader, 0), 6, NOW)
+    assert follower.log_end_offset == 2
+    # The leader's cleaner removed offsets 2-3 (whole batches go, offsets never change):
+    # a follower at 2 gets the batch at 4, as Kafka's followers do.
+    follower.append_as_follower(leader_bytes(leader, 4), 6, NOW)
+    assert follower.log_end_offset == 6 and follower.high_watermark == 6
+    data = follower.log.read(2, 1 << 20, max_offset=None)
+    assert data is not None and data.read() == leader_bytes(leader, 4)
 
 
 def test_in_a_cluster_a_shrink_waits_for_zookeeper(tmp_path: Path) -> None:

@@ -744,7 +744,7 @@ class Broker:
             # Compaction runs on its own thread; it changes logs only through this loop.
             self.cleaner = LogCleaner(
                 self.logs, CleanerConfig(backoff_ms=self.config.log_cleaner_backoff_ms),
-                owner=loop_owner(loop))
+                owner=loop_owner(loop), tombstone_bound=self._tombstone_bound)
             self.cleaner.start()
         if self.config.log_scrubber_enable and self.scrubber is None:
             # Re-reads closed segments at a bounded rate on its own thread (never writes).
@@ -767,6 +767,17 @@ class Broker:
                     await done
             except Exception:
                 log.exception("background chore %s failed", chore.__name__)
+
+    def _tombstone_bound(self, plog: PartitionLog) -> int | None:
+        """For the cleaner (on the loop): the offset from which ``plog``'s tombstones stay.
+        A lone broker's log is the only replica, so it has no limit; in a cluster the hosted
+        partition decides (``Partition.tombstone_bound``), and a log not hosted keeps all."""
+        if self.cluster is None:
+            return None
+        partition = self.replicas.get(plog.topic, plog.partition)
+        if partition is None or partition.log is not plog:
+            return -1
+        return partition.tombstone_bound()
 
     def _expire_isrs(self) -> None:
         self.replicas.shrink_isrs(now_ms(), self.config.replica_lag_time_max_ms)

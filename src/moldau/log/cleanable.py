@@ -64,14 +64,19 @@ class LogSnapshot:
     #: (segment index, file position) of the batch holding ``first_dirty_offset``;
     #: (len(segments), 0) when nothing inactive is dirty.
     first_dirty_at: tuple[int, int]
+    #: Tombstones at or above this offset must stay (some replica of the partition may not
+    #: have fetched them yet); None: no such limit (a log that is every replica of its data).
+    tombstone_bound: int | None = None
 
     @property
     def log_dir(self) -> Path:
         return self.directory.parent
 
 
-def take_snapshot(plog: PartitionLog, checkpoint: int | None) -> LogSnapshot:
-    """Snapshot ``plog`` on its owner thread; ``checkpoint`` is its cleaner checkpoint.
+def take_snapshot(plog: PartitionLog, checkpoint: int | None,
+                  tombstone_bound: int | None = None) -> LogSnapshot:
+    """Snapshot ``plog`` on its owner thread; ``checkpoint`` is its cleaner checkpoint,
+    ``tombstone_bound`` the offset from which its tombstones must stay (None: no limit).
 
     A checkpoint outside the log (below the log start after retention or DeleteRecords, or
     beyond its end after a truncation) falls back to the log start, so the whole log counts
@@ -96,7 +101,7 @@ def take_snapshot(plog: PartitionLog, checkpoint: int | None) -> LogSnapshot:
                 at = (i, header.position)
                 break
     return LogSnapshot(plog, plog.topic, plog.partition, plog.directory, plog.config, start,
-                       inactive, active_base, first_dirty, at)
+                       inactive, active_base, first_dirty, at, tombstone_bound)
 
 
 def iter_headers_between(

@@ -8,7 +8,14 @@ rewrite the inactive segments from the log start without obsolete records (:mod:
 swap the result in (:mod:`swap`), and move the log's cleaner checkpoint to the end of the
 cleaned range. A log is also cleaned when a tombstone it kept has since passed
 ``delete.retention.ms`` (remembered in memory; after a restart such a log waits for new dirty
-data, as in Kafka before KIP-534).
+data, as in Kafka before KIP-534), or when a tombstone it kept only because of the log's
+tombstone bound is now below it.
+
+Tombstone bound: a function given by the broker names, per log, the offset from which
+tombstones must stay whatever their age (in a cluster: the lowest position any replica of the
+partition is known to have fetched to; see docs/architecture.md, "Log compaction"). It is
+asked once per pass and log, on the owner thread, and reaches the rewrite as one offset.
+Without it (a lone broker, the tests of this layer) there is no such limit.
 
 Threads: partition logs belong to the event loop and are not thread-safe. The cleaner touches
 them only through an *owner call*, a function that runs a callable on the owning thread and
@@ -28,6 +35,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -57,6 +65,10 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 __all__ = ["CleanResult", "CleanerConfig", "LogCleaner", "OwnerCall", "loop_owner", "run_inline"]
 
 TopicPartition = tuple[str, int]
+#: Per log, the offset from which its tombstones must stay (None: no limit); owner thread.
+TombstoneBound = Callable[["PartitionLog"], int | None]
+
+
 @dataclass(frozen=True, slots=True)
 class CleanerConfig:
     """Broker-level cleaner settings (``log.cleaner.*``); per-topic ones are in LogConfig."""
@@ -100,14 +112,18 @@ class LogCleaner(BackgroundWorker):
         config: CleanerConfig | None = None,
         *,
         owner: OwnerCall = run_inline,
+        tombstone_bound: TombstoneBound | None = None,
     ) -> None:
         self.config = config or CleanerConfig()
         super().__init__(owner, self.config.backoff_ms)
         self.manager = manager
+        self._tombstone_bound = tombstone_bound
         #: log dir -> (topic, partition) -> first dirty offset; loaded lazily per dir.
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
         #: When a tombstone kept by the last clean may be removed, per log.
         self._tombstone_expiry: dict[TopicPartition, int] = {}
+        #: The lowest tombstone the last clean kept only for the tombstone bound, per log.
+        self._tombstone_held: dict[TopicPartition, int] = {}
         #: The log object each partition had at the last pass, to notice a partition that
         #: was deleted and created again in between (its checkpoint would be a stranger's).
         self._seen: dict[TopicPartition, weakref.ref[PartitionLog]] = {}
@@ -130,7 +146,10 @@ class LogCleaner(BackgroundWorker):
             expiry = self._tombstone_expiry.get((snapshot.topic, snapshot.partition))
             # Strictly before now: the rewrite removes a tombstone when its batch's
             # maxTimestamp + delete.retention.ms < now, so an equal one would loop.
-            if cleanable.is_due or (expiry is not None and expiry < now):
+            held = self._tombstone_held.get((snapshot.topic, snapshot.partition))
+            bound = snapshot.tombstone_bound
+            if (cleanable.is_due or (expiry is not None and expiry < now)
+                    or (held is not None and (bound is None or held < bound))):
                 candidates.append(cleanable)
         candidates.sort(key=lambda c: (not c.max_lag_exceeded, -c.dirty_ratio))
         results: list[CleanResult] = []
@@ -186,8 +205,10 @@ class LogCleaner(BackgroundWorker):
             if seen is not None and seen() is not plog:
                 offsets.pop(tp, None)
                 self._tombstone_expiry.pop(tp, None)
+                self._tombstone_held.pop(tp, None)
             self._seen[tp] = weakref.ref(plog)
-            snapshots.append(take_snapshot(plog, offsets.get(tp)))
+            bound = None if self._tombstone_bound is None else self._tombstone_bound(plog)
+            snapshots.append(take_snapshot(plog, offsets.get(tp), bound))
         return snapshots
 
     def _save_checkpoint(self, log_dir: Path) -> None:
@@ -203,7 +224,7 @@ class LogCleaner(BackgroundWorker):
                 del offsets[tp]
             if stale:
                 self._save_checkpoint(log_dir)
-        for notes in (self._tombstone_expiry, self._seen):
+        for notes in (self._tombstone_expiry, self._tombstone_held, self._seen):
             for tp in [tp for tp in notes if tp not in live]:
                 del notes[tp]
 
@@ -218,8 +239,8 @@ class LogCleaner(BackgroundWorker):
         end = offset_map.end_offset
         rewritten = [s for s in snapshot.segments if s.base_offset < end]
         groups = group_segments(rewritten, config.segment_bytes)
-        rules = CleaningRules(offset_map, cleanable.first_dirty_offset,
-                              now_ms - config.delete_retention_ms, config.delete_retention_ms)
+        rules = CleaningRules.of(offset_map, cleanable.first_dirty_offset, now_ms,
+                                 config.delete_retention_ms, snapshot.tombstone_bound)
         retained = last_batches(groups)
         stats = RewriteStats()
         bytes_after = 0
@@ -255,6 +276,10 @@ class LogCleaner(BackgroundWorker):
             self._tombstone_expiry.pop(tp, None)
         else:
             self._tombstone_expiry[tp] = stats.next_tombstone_expiry_ms
+        if stats.lowest_held_tombstone is None:
+            self._tombstone_held.pop(tp, None)
+        else:
+            self._tombstone_held[tp] = stats.lowest_held_tombstone
         return CleanResult(
             snapshot.topic, snapshot.partition, cleanable.first_dirty_offset, end,
             cleanable.dirty_ratio, len(rewritten), segments_after,

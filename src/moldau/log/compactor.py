@@ -7,9 +7,13 @@ segment with the base offset of its first member. Within a batch, a record is ke
 
 - a later record with the same key exists in the offset map (it is obsolete), or
 - it is a tombstone (null value) in the part of the log that an earlier pass already cleaned,
-  and its batch's maxTimestamp is older than ``delete.retention.ms``. This is the simple form
-  of Kafka's delete horizon: a tombstone survives at least one clean and then as long as
-  consumers may still need to see the delete, measured on the record's own clock.
+  below the snapshot's tombstone bound, and its batch's maxTimestamp is older than
+  ``delete.retention.ms``. This is the simple form of Kafka's delete horizon: a tombstone
+  survives at least one clean and then as long as consumers may still need to see the delete,
+  measured on the record's own clock. The bound is the replicas' part: in a cluster a
+  tombstone stays until every replica of the partition has fetched past it, so no replica
+  can keep an older value of the key without the delete that follows it (the replica layer
+  computes the bound; here it is one offset folded into ``tombstone_end``).
 
 Records without a key are always kept (producers cannot write them to a compacted topic, but
 the topic may have been switched to compact later). Control and transactional batches are
@@ -73,9 +77,13 @@ class RewriteStats:
     records_removed: int = 0
     tombstones_removed: int = 0
     batches_removed: int = 0
-    #: Smallest (batch maxTimestamp + delete.retention.ms) of the tombstones kept in the
-    #: range that is clean after this pass: when the next pass could remove one. None: none.
+    #: Smallest (batch maxTimestamp + delete.retention.ms) of the tombstones kept below the
+    #: tombstone bound in the range that is clean after this pass: when the next pass could
+    #: remove one. None: none.
     next_tombstone_expiry_ms: int | None = None
+    #: Lowest offset of a tombstone kept in that range only because it is at or above the
+    #: tombstone bound: a later pass may remove it once the bound has passed it. None: none.
+    lowest_held_tombstone: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +91,25 @@ class CleaningRules:
     """Everything :func:`filter_batch` needs to decide about one record."""
 
     offset_map: OffsetMap
-    #: Records below this offset were in the clean part before this pass.
-    previously_clean_end: int
+    #: Tombstones below this offset may go: the end of the part that was clean before this
+    #: pass, or the tombstone bound if that is lower.
+    tombstone_end: int
     #: Tombstones in batches with a maxTimestamp below this may go.
     tombstone_horizon_ms: int
     delete_retention_ms: int
+    #: The snapshot's tombstone bound (None: no limit), to tell which kept tombstones wait
+    #: for the replicas rather than for time.
+    tombstone_bound: int | None = None
+
+    @classmethod
+    def of(cls, offset_map: OffsetMap, first_dirty_offset: int, now_ms: int,
+           delete_retention_ms: int, tombstone_bound: int | None) -> CleaningRules:
+        """The rules of a pass at ``now_ms`` whose dirty range starts at
+        ``first_dirty_offset``."""
+        end = first_dirty_offset if tombstone_bound is None else \
+            min(first_dirty_offset, tombstone_bound)
+        return cls(offset_map, end, now_ms - delete_retention_ms, delete_retention_ms,
+                   tombstone_bound)
 
 
 def group_segments(
@@ -189,7 +211,7 @@ def filter_batch(
             if offset_map.is_obsolete(key, record.offset):
                 continue
             if (record.is_tombstone and old_enough
-                    and record.offset < rules.previously_clean_end):
+                    and record.offset < rules.tombstone_end):
                 tombstones_removed += 1
                 continue
         kept.append(record)
@@ -207,9 +229,20 @@ def filter_batch(
 def _note_kept_tombstones(
     header: BatchHeader, kept: Sequence[RecordView], rules: CleaningRules, stats: RewriteStats
 ) -> None:
-    """Remember when the earliest tombstone kept below the new clean point may go."""
+    """Remember when the earliest tombstone kept below the new clean point may go: after its
+    expiry time, or (at or above the tombstone bound) once the bound has passed it."""
     end = rules.offset_map.end_offset
-    if not any(r.is_tombstone and r.key is not None and r.offset < end for r in kept):
+    bound = rules.tombstone_bound
+    timed = False
+    for r in kept:
+        if not r.is_tombstone or r.key is None or r.offset >= end:
+            continue
+        if bound is not None and r.offset >= bound:
+            if stats.lowest_held_tombstone is None:  # batches and records come in order
+                stats.lowest_held_tombstone = r.offset
+        else:
+            timed = True
+    if not timed:
         return
     expiry = _max_timestamp(header, kept) + rules.delete_retention_ms
     current = stats.next_tombstone_expiry_ms

@@ -416,17 +416,18 @@ class PartitionLog:
     def append_replicated(self, records: bytes | bytearray | memoryview, now_ms: int) -> int:
         """Append batches fetched from the leader as they are: their offsets and leader
         epochs were given by the leader, so nothing is patched (a follower's log is a byte
-        copy of the leader's). The first batch must start at the log end offset (the fetch
-        asked from there); the leader sends whole batches only. Returns the new log end
-        offset.
+        copy of the leader's). The first batch must not start below the log end offset (the
+        fetch asked from there; the leader sends whole batches only); it may start above it
+        when the leader's cleaner removed the batches in between (a compacted log has gaps,
+        and Kafka's followers accept them too). Returns the new log end offset.
         """
         self._check_online()
         headers = parse_batches(records)
         if not headers:
             return self.log_end_offset
-        if headers[0].base_offset != self.log_end_offset:
+        if headers[0].base_offset < self.log_end_offset:
             raise InvalidRecordError(
-                f"replicated batch starts at {headers[0].base_offset}, the log ends at "
+                f"replicated batch starts at {headers[0].base_offset}, below the log end "
                 f"{self.log_end_offset} ({self.topic}-{self.partition})")
         end = headers[-1].position + headers[-1].size
         view = memoryview(records)[headers[0].position:end]

@@ -158,6 +158,26 @@ class Partition:
     def log_start_offset(self) -> int:
         return self._log.log_start_offset
 
+    def tombstone_bound(self) -> int:
+        """The offset below which the cleaner may remove tombstones: the lowest position every
+        assigned replica is known to have fetched to (the leader's own log end included).
+
+        Kafka removes tombstones on each replica on a timer of its own, so a replica that was
+        away longer than ``delete.retention.ms`` keeps an old value whose delete it never saw,
+        and serves it again once it leads. Here a tombstone stays until every replica has
+        fetched past it. Only the leader learns the followers' positions (from their fetches);
+        a replica it has not heard from since it became leader counts as having nothing, and a
+        follower cannot know the other followers' positions, so it keeps every tombstone (-1).
+        """
+        if self.role is not Role.LEADER:
+            return -1
+        bound = self._log.log_end_offset
+        for replica in self.replicas:
+            if replica != self.local_id:
+                state = self._followers.get(replica)
+                bound = min(bound, state.log_end_offset if state is not None else -1)
+        return bound
+
     def follower(self, replica_id: int) -> FollowerState | None:
         """What the leader knows of one follower (None: not a follower of this partition)."""
         return self._followers.get(replica_id)
