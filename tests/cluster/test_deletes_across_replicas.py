@@ -4,6 +4,8 @@
   follower that was away longer than ``delete.retention.ms`` gets the delete before the
   tombstone goes, and does not serve the deleted value once it leads (Kafka, which removes
   tombstones on a timer on each replica, does).
+- DeleteRecords: the leader answers once every in-sync replica's log start reached the offset,
+  so whoever leads next does not serve the deleted records either.
 """
 
 from __future__ import annotations
@@ -126,3 +128,50 @@ def test_a_follower_away_past_delete_retention_does_not_bring_a_deleted_key_back
     assert kept_while_away == [None], (
         f"the leader removed the tombstone while broker 3 had not fetched it: "
         f"{kept_while_away}")
+
+
+def earliest_and_first(broker: BrokerProcess, topic: str) -> tuple[int, int]:
+    """(ListOffsets earliest, offset of the first record a consumer from the beginning gets),
+    asked of ``broker`` alone."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    try:
+        low, _ = consumer.get_watermark_offsets(Tp(topic, 0), timeout=10)
+        consumer.assign([Tp(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, "nothing to read from the beginning"
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                return low, msg.offset()
+    finally:
+        consumer.close()
+
+
+def test_delete_records_reaches_every_in_sync_replica_before_it_answers(
+        make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
+    brokers = start_cluster(make_broker, zk_connect, 3)
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    admin = AdminClient({"bootstrap.servers": brokers[2].bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, replica_assignment=[[1, 2, 3]])]
+                        )[topic_name].result(timeout=30)
+    eventually(lambda: describe(brokers[0], topic_name)[2].get(0, (-1, (), ()))[::2] == (
+        1, (1, 2, 3)), what="leader 1 with ISR [1, 2, 3]")
+    producer = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all",
+                         "linger.ms": 5})
+    for i in range(100):
+        producer.produce(topic_name, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    started = time.monotonic()
+    [deleted] = admin.delete_records([Tp(topic_name, 0, 60)],
+                                     operation_timeout=30).values()
+    assert deleted.result(timeout=60).low_watermark == 60, "the low watermark of the ISR"
+    print(f"DeleteRecords answered after {time.monotonic() - started:.2f} s")
+    # Whoever leads next has deleted them too: kill the leader at once, then the next one.
+    for killed, next_leader in ((brokers[0], 2), (brokers[1], 3)):
+        killed.kill9()
+        survivor = brokers[next_leader - 1]
+        eventually(lambda s=survivor, n=next_leader: describe(s, topic_name)[2].get(
+            0, (-1,))[0] == n, timeout=60, what=f"broker {next_leader} leading")
+        assert earliest_and_first(survivor, topic_name) == (60, 60), (
+            f"broker {next_leader} serves deleted records after failover")

@@ -9,7 +9,9 @@ it sends Fetch requests (``replica_id`` = this broker, ``fetch_offset`` = the fo
 end, ``current_leader_epoch`` = the epoch it follows) that the leader parks until it has new
 data; each response's batches are appended as they are (``Partition.append_as_follower``:
 no patching, no per-record work) and the leader's high watermark is taken as far as the log
-reaches. The leader learns the follower's position from the next fetch offset.
+reaches, and so is its log start offset (``Partition.follow_log_start``: what DeleteRecords or
+retention removed on the leader goes here too). The leader learns the follower's position
+from the next fetch offset, and its log start from the next fetch's ``log_start_offset``.
 
 Errors: a fenced or unknown epoch, or NOT_LEADER_OR_FOLLOWER, leaves the partition waiting
 for the new state from ZooKeeper (the cluster link moves it); a lost connection is retried
@@ -242,6 +244,9 @@ class LeaderFetcher:
         records = data.records or b""
         try:
             partition.append_as_follower(records, data.high_watermark, now)
+            # DeleteRecords (or retention) moved the leader's log start: follow it, and the
+            # next fetch tells the leader, whose DeleteRecords waits for the ISR's.
+            partition.follow_log_start(data.log_start_offset)
         except (ReplicaError, LogError, StorageError) as exc:
             log.warning("%s-%d: cannot append what leader %d sent: %s", partition.topic,
                         partition.partition, self.leader_id, exc)

@@ -63,6 +63,8 @@ class FollowerState:
     #: that reaches what the leader had at the previous fetch was caught up at that time).
     last_fetch_ms: int = 0
     last_fetch_leader_end_offset: int = -1
+    #: The follower's log start offset, as its Fetch requests say; -1 until it fetched.
+    log_start_offset: int = -1
 
 
 class _AcksWaiter:
@@ -72,6 +74,16 @@ class _AcksWaiter:
 
     def __init__(self, end_offset: int) -> None:
         self.end_offset = end_offset
+        self.future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+
+
+class _LowWatermarkWaiter:
+    """A DeleteRecords: done once every ISR replica's log start reached ``offset``."""
+
+    __slots__ = ("future", "offset")
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
         self.future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
 
 
@@ -104,6 +116,8 @@ class Partition:
         self.isr: frozenset[int] = frozenset()
         self._followers: dict[int, FollowerState] = {}
         self._waiters: collections.deque[_AcksWaiter] = collections.deque()
+        #: DeleteRecords requests waiting for the followers' log starts (usually none).
+        self._low_watermark_waiters: list[_LowWatermarkWaiter] = []
         #: Bytes appended that consumers cannot see yet (for waking waiting fetches).
         self._uncommitted_bytes = 0
         self._on_committed = on_committed
@@ -228,11 +242,16 @@ class Partition:
         return True
 
     def fail_waiters(self, code: ErrorCode) -> None:
-        """Answer every ``acks=all`` waiter with ``code`` (leadership lost, partition gone)."""
+        """Answer every ``acks=all`` and DeleteRecords waiter with ``code`` (leadership lost,
+        partition gone)."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.future.done():
                 waiter.future.set_result(code)
+        waiting, self._low_watermark_waiters = self._low_watermark_waiters, []
+        for deletion in waiting:
+            if not deletion.future.done():
+                deletion.future.set_result(code)
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -422,6 +441,7 @@ class Partition:
                  sorted(new_isr), self.leader_epoch)
         if self._on_isr_change is not None:
             self._on_isr_change(self, old)
+        self._complete_deletions()
 
     # -- follower ----------------------------------------------------------------------------
 
@@ -464,6 +484,7 @@ class Partition:
                 if state is not None and state.last_caught_up_ms == 0:
                     state.last_caught_up_ms = state.last_fetch_ms
             self._maybe_increment_high_watermark()
+            self._complete_deletions()
 
 
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
@@ -514,12 +535,75 @@ class Partition:
             return NO_EPOCH, -1
         return epoch, end_offset
 
-    def delete_records_on_leader(self, offset: int) -> int:
-        """DeleteRecords: advance the log start to ``offset`` (-1: the high watermark); the
-        new low watermark. Refused on compact-only topics (POLICY_VIOLATION, as Kafka: moving
-        the start would break the promise to keep the latest value of every key)."""
+    def delete_records_on_leader(self, offset: int) -> tuple[int, int]:
+        """DeleteRecords: advance the log start to ``offset`` (-1: the high watermark);
+        (the offset asked for, -1 resolved, and the low watermark now). Refused on
+        compact-only topics (POLICY_VIOLATION, as Kafka: moving the start would break the
+        promise to keep the latest value of every key).
+
+        The request is done once the low watermark reaches the offset
+        (:meth:`wait_for_low_watermark`): at once alone, after the followers' next fetches
+        in a cluster."""
         self.check_epoch(NO_EPOCH)
         if not self._log.config.deletes:
             raise ReplicaError(ErrorCode.policy_violation,
                                f"{self.topic} is compacted without deletion")
-        return self._log.delete_records_before(offset)
+        requested = self._log.high_watermark if offset == -1 else offset
+        self._log.delete_records_before(offset)
+        return requested, self.low_watermark()
+
+    def low_watermark(self) -> int:
+        """The lowest log start offset of the ISR (Kafka's lowWatermarkIfLeader, which takes
+        the live replicas instead): below it no in-sync replica, hence no replica a clean
+        election can make leader, serves records any more. A follower not heard from since
+        this broker became leader counts as -1."""
+        low = self._log.log_start_offset
+        for replica in self.isr:
+            if replica != self.local_id:
+                state = self._followers.get(replica)
+                low = min(low, state.log_start_offset if state is not None else -1)
+        return low
+
+    def wait_for_low_watermark(self, offset: int) -> asyncio.Future[ErrorCode]:
+        """A future set to NONE once the low watermark reaches ``offset``, or to
+        NOT_LEADER_OR_FOLLOWER if leadership is lost first."""
+        waiter = _LowWatermarkWaiter(offset)
+        if self.role is not Role.LEADER:
+            waiter.future.set_result(ErrorCode.not_leader_or_follower)
+        elif self.low_watermark() >= offset:
+            waiter.future.set_result(ErrorCode.none)
+        else:
+            self._low_watermark_waiters.append(waiter)
+        return waiter.future
+
+    def update_follower_log_start(self, replica_id: int, log_start_offset: int) -> None:
+        """Record the log start offset a follower's Fetch carried (after
+        :meth:`update_follower_position`); completes the DeleteRecords it was the last to
+        reach. One comparison per fetched partition when no DeleteRecords waits."""
+        state = self._followers.get(replica_id)
+        if state is None or log_start_offset == state.log_start_offset:
+            return
+        state.log_start_offset = log_start_offset
+        if self._low_watermark_waiters:
+            self._complete_deletions()
+
+    def _complete_deletions(self) -> None:
+        waiting = self._low_watermark_waiters
+        if not waiting:
+            return
+        low = self.low_watermark()
+        self._low_watermark_waiters = [w for w in waiting if w.offset > low
+                                       and not w.future.done()]
+        for waiter in waiting:
+            if waiter.offset <= low and not waiter.future.done():
+                waiter.future.set_result(ErrorCode.none)
+
+    def follow_log_start(self, leader_log_start: int) -> None:
+        """A follower's log start: the leader's (DeleteRecords, retention), as far as this
+        log's high watermark reaches (Kafka's followers do the same from each Fetch
+        response), so a follower that becomes leader does not serve what was deleted."""
+        if self.role is not Role.FOLLOWER or leader_log_start <= self._log.log_start_offset:
+            return
+        target = min(leader_log_start, self._log.high_watermark)
+        if target > self._log.log_start_offset:
+            self._log.delete_records_before(target)

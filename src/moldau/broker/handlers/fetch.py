@@ -117,6 +117,8 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
                     partition.check_epoch(current_epoch)
                 if follower >= 0:
                     partition.update_follower_position(follower, p.fetch_offset, now_ms())
+                    partition.update_follower_log_start(
+                        follower, getattr(p, "log_start_offset", -1))
                     read.high_watermark = partition.high_watermark
             except ReplicaError as exc:
                 read = _PartitionRead(name, p.partition, exc.code)
