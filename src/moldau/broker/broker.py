@@ -54,7 +54,7 @@ from .error_responses import error_response
 from .errors import ApiError
 from .group_service import OFFSETS_TOPIC, GroupService
 from .loop_watchdog import RunningRequests
-from .response import Response
+from .response import Deferred, Pending, Response
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
 
 if TYPE_CHECKING:
@@ -99,16 +99,18 @@ def restore_dynamic_configs(config: BrokerConfig, stored: dict[str, str]) -> Bro
 class RequestContext:
     """What a handler needs besides the request: the broker, the header, the response classes."""
 
-    __slots__ = ("broker", "client_host", "header", "resp", "version")
+    __slots__ = ("broker", "client_host", "header", "may_defer", "resp", "version")
 
     def __init__(self, broker: Broker, header: Any, version: int, resp: Any,
-                 client_host: str = "") -> None:
+                 client_host: str = "", may_defer: bool = False) -> None:
         self.broker = broker
         self.header = header
         self.version = version
         self.resp = resp
         #: The client's address as Kafka reports it in DescribeGroups ("/127.0.0.1").
         self.client_host = client_host
+        #: The handler may return a :class:`~.response.Deferred` (see ``handle_frame``).
+        self.may_defer = may_defer
 
     @property
     def client_id(self) -> str:
@@ -643,9 +645,13 @@ class Broker:
     def register(self, api_key: int, handler: Handler) -> None:
         self._handlers[api_key] = handler
 
-    async def handle_frame(self, frame: bytes | memoryview, client_host: str = ""
-                           ) -> Response | None:
-        """Decode one request frame, run its handler, and encode the response (None: no reply)."""
+    async def handle_frame(self, frame: bytes | memoryview, client_host: str = "", *,
+                           may_defer: bool = False) -> Response | Pending | None:
+        """Decode one request frame, run its handler, and encode the response (None: no reply).
+
+        With ``may_defer`` an ``acks=all`` Produce returns a :class:`Pending` as soon as its
+        records are appended; its response is completed once the ISR has them.
+        """
         header, offset = parse_request_header(frame)
         key, version = header.api_key, header.api_version
         api = SUPPORTED.get(key)
@@ -669,20 +675,50 @@ class Broker:
             raise FrameError(f"malformed {api.name} v{version} request from client "
                              f"{header.client_id!r}: {exc}") from None
         ctx = RequestContext(self, header, version, codec.response_module(key, version),
-                             client_host)
+                             client_host, may_defer)
         task = self.running.begin(api.name, version, header.client_id, request)
         try:
             result = await handler(request, ctx)
-            self.running.end(task)
-            if result is None:
-                return None
-            body: Response | bytes = result if isinstance(result, Response) else \
-                await offload.encode_body(key, version, result)
         except Exception as exc:
             self.running.end(task)
+            return self._with_header(header, flexible, self._answer_failure(
+                api, version, header, request, client_host, exc))
+        self.running.end(task)
+        if isinstance(result, Deferred):
+            return Pending(asyncio.ensure_future(self._complete(
+                result.pending, api, version, header, flexible, request, client_host)))
+        return await self._encode(result, api, version, header, flexible, request,
+                                  client_host)
+
+    async def _complete(self, pending: Awaitable[Any], api: ApiRange, version: int,
+                        header: RequestHeader, flexible: bool, request: Any,
+                        client_host: str) -> Response | None:
+        """Finish a deferred handler's answer and encode it (failures answered as Kafka)."""
+        try:
+            result = await pending
+        except Exception as exc:
+            return self._with_header(header, flexible, self._answer_failure(
+                api, version, header, request, client_host, exc))
+        return await self._encode(result, api, version, header, flexible, request,
+                                  client_host)
+
+    async def _encode(self, result: Any, api: ApiRange, version: int, header: RequestHeader,
+                      flexible: bool, request: Any, client_host: str) -> Response | None:
+        if result is None:
+            return None
+        try:
+            body: Response | bytes = result if isinstance(result, Response) else \
+                await offload.encode_body(api.key, version, result)
+        except Exception as exc:
             body = self._answer_failure(api, version, header, request, client_host, exc)
+        return self._with_header(header, flexible, body)
+
+    @staticmethod
+    def _with_header(header: RequestHeader, flexible: bool, body: Response | bytes
+                     ) -> Response:
         # ApiVersions responses always carry header v0 (KIP-511).
-        head = response_header(header.correlation_id, flexible and key != API_VERSIONS)
+        head = response_header(header.correlation_id,
+                               flexible and header.api_key != API_VERSIONS)
         if isinstance(body, Response):
             body.parts.insert(0, head)
             body.size += len(head)

@@ -3,7 +3,13 @@
 Kafka clients pipeline requests (several in flight per connection) and expect the responses in
 request order, so each connection handles its frames one after another, in a worker task
 started by its first frame (a connection that never sent anything has no task), which then
-sleeps on a bare future between frames: cheaper than starting a task per request. The event
+sleeps on a bare future between frames: cheaper than starting a task per request. One
+exception to one-at-a-time: an ``acks=all`` Produce whose records are appended hands back a
+:class:`~.response.Pending` while it waits for the ISR, and the worker goes on to the next frame
+if that is a Produce too (its records are appended in order, after the first's); any other
+request waits until every earlier response is sent. The responses are sent in request order
+by a sender task. Kafka keeps the connection muted instead; appending the next Produce at once
+lets the followers fetch both in one round trip rather than one after the other. The event
 loop reads straight into buffers of a :class:`~.frame_reader.FrameReader`, which hands back
 each frame as soon as it is complete; a frame that cannot be a Kafka request (bad size, garbage
 header, unknown API) closes this connection only, with one log line. Response bodies may
@@ -12,7 +18,8 @@ contain file ranges, which go to the socket with ``sendfile``.
 Reading stops (``pause_reading``) while any of these holds, so that what a connection costs
 stays bounded whatever its client does:
 
-- ``MAX_QUEUED_FRAMES`` frames wait to be handled (a client pipelining faster than we answer);
+- ``MAX_QUEUED_FRAMES`` frames wait to be handled or answered (a client pipelining faster than
+  we answer);
 - the transport's write buffer is over its high-water mark (a client that does not read its
   responses): no new request is taken until it drains, and a response is written in pieces of
   ``SEND_CHUNK_BYTES``, each only once the previous ones have drained;
@@ -28,9 +35,10 @@ import logging
 import os
 from typing import TYPE_CHECKING, cast
 
+from ..protocol.apis import PRODUCE
 from ..protocol.frames import FrameError, frame_prefix
 from .frame_reader import Frame, FrameReader
-from .response import Response
+from .response import Pending, Response
 
 if TYPE_CHECKING:
     from .network import Network
@@ -47,6 +55,11 @@ MAX_QUEUED_FRAMES = 64
 SEND_CHUNK_BYTES = 256 * 1024
 # The most of a file range read into memory at once when sendfile cannot be used.
 FILE_CHUNK_BYTES = 1 << 20
+
+
+def _api_key(frame: Frame) -> int:
+    """The API key of a request frame (its first two bytes, big-endian)."""
+    return (frame[0] << 8 | frame[1]) if len(frame) >= 2 else -1
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -67,8 +80,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._worker: asyncio.Task[None] | None = None
         #: What the worker sleeps on when no frame waits.
         self._wakeup: asyncio.Future[None] | None = None
+        #: Responses still to be sent in order while Produces wait for their ISR; the sender
+        #: task runs exactly while this is not empty.
+        self._unsent: collections.deque[asyncio.Future[Response | None]] = collections.deque()
+        self._sender: asyncio.Task[None] | None = None
         #: A request handler is running (a parked fetch counts): not idle, whatever the clock.
-        self.in_request = False
+        self._handling = False
         self.client_ip = client_ip
         self._peer = "?"
         self._client_host = ""
@@ -93,6 +110,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._reader.recycle(self._frames.popleft())
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
+        if self._sender is not None and not self._sender.done():
+            self._sender.cancel()
+        for pending in self._unsent:
+            pending.cancel()
+
+    @property
+    def in_request(self) -> bool:
+        """A request is being handled or answered: not idle, whatever the clock says."""
+        return self._handling or bool(self._unsent)
 
     def pause_writing(self) -> None:
         if self._can_write is None:
@@ -145,7 +171,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self._transport
         if transport is None or self._closed:
             return
-        queued = len(self._frames)
+        queued = len(self._frames) + len(self._unsent)
         pause = (
             self._reader.blocked
             or self._write_blocked
@@ -171,11 +197,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def close(self, reason: str) -> None:
         """Abort the connection and wait for its worker to finish (clean shutdown)."""
-        worker = self._worker
+        tasks = [t for t in (self._worker, self._sender) if t is not None]
         self.abort(reason)
-        if worker is not None:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def abort(self, reason: str, level: int = logging.WARNING) -> None:
         """Close this connection because of something the client sent (or did not send)."""
@@ -193,22 +219,68 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     continue
-                frame = self._frames.popleft()
+                frame = self._frames[0]
+                produce = _api_key(frame) == PRODUCE
+                if self._unsent and not produce:
+                    # Only a Produce may overtake the wait of an earlier one.
+                    assert self._sender is not None
+                    await asyncio.shield(self._sender)
+                    continue
+                self._frames.popleft()
                 if self._reading_paused:
                     self._update_reading()
-                self.in_request = True
+                self._handling = True
                 try:
-                    response = await self._broker.handle_frame(frame, self._client_host)
+                    response = await self._broker.handle_frame(frame, self._client_host,
+                                                               may_defer=produce)
                 except FrameError as exc:
                     self.abort(str(exc))
                     return
                 finally:
-                    self.in_request = False
+                    self._handling = False
                     # The request was decoded into objects of its own: the bytes can go.
                     self._reader.recycle(frame)
                     del frame
+                if self._closed:
+                    return
+                if isinstance(response, Pending):
+                    self._queue(response.future)
+                elif self._unsent:
+                    if response is not None:
+                        done = loop.create_future()
+                        done.set_result(response)
+                        self._queue(done)
+                elif response is not None:
+                    await self._send(response)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("unexpected error on connection %s", self._peer)
+            self.abort("internal error")
+
+    def _queue(self, pending: asyncio.Future[Response | None]) -> None:
+        """Send ``pending`` after the responses queued before it."""
+        self._unsent.append(pending)
+        if len(self._unsent) == 1:
+            self._sender = asyncio.get_running_loop().create_task(self._send_unsent())
+        self._update_reading()
+
+    async def _send_unsent(self) -> None:
+        """Send the queued responses in order, each once it is complete; ends when none is
+        left (with no await between the last check and the end, so a response queued later
+        starts a new sender)."""
+        try:
+            while self._unsent:
+                try:
+                    response = await self._unsent[0]
+                except FrameError as exc:
+                    self.abort(str(exc))
+                    return
                 if response is not None and not self._closed:
                     await self._send(response)
+                self._unsent.popleft()
+                if self._reading_paused:
+                    self._update_reading()
         except asyncio.CancelledError:
             pass
         except Exception:

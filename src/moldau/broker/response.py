@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class FileRange(Protocol):
@@ -29,3 +31,26 @@ class Response:
     @classmethod
     def of_bytes(cls, *chunks: bytes) -> Response:
         return cls(list(chunks), sum(len(c) for c in chunks))
+
+
+class Deferred:
+    """A handler's answer that is not ready yet: ``pending`` finishes it.
+
+    An ``acks=all`` Produce returns one once its records are appended and only the wait for
+    the ISR is left, so that the connection can append the client's next Produce meanwhile
+    (see :mod:`.connection`). ``pending`` gives what the handler would have returned.
+    """
+
+    __slots__ = ("pending",)
+
+    def __init__(self, pending: Awaitable[Any]) -> None:
+        self.pending = pending
+
+
+class Pending:
+    """A response still being completed (a :class:`Deferred` handler answer, then encoded)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[Response | None]) -> None:
+        self.future = future

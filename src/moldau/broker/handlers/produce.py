@@ -5,7 +5,9 @@ Batches stay opaque bytes: the partition's leader appends them through
 headers, checks CRC32C in C, patches the base offset and appends). ``acks=all`` answers once
 every partition's high watermark passed its records (the replica manager parks the request
 until then, at most the request's timeout); on a single broker the ISR is {self}, so that is
-at once after the append.
+at once after the append. Once its records are appended, a waiting request hands the wait back
+as a :class:`~..response.Deferred`, so that its connection can append the client's next
+Produce meanwhile instead of leaving it unread for a whole replication round trip.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ...protocol.frames import FrameError
 from ...replica import Partition, ReplicaError
 from ..broker import RequestContext, now_ms
 from ..errors import ApiError
+from ..response import Deferred
 from ..topic_names import INTERNAL_TOPICS
 from .api_versions import NO_THROTTLE
 from .pacing import Pacer
@@ -125,18 +128,29 @@ def _appended_response(m: Any, index: int, code: ErrorCode, result: AppendResult
     )
 
 
-async def _await_acks(ctx: RequestContext, request: Any, topics: list[tuple[str, list[Any]]]
-                      ) -> None:
-    """Replace every :class:`_Appended` by its response once its ISR has the records."""
-    waiting = [(entries, i, entry) for _, entries in topics for i, entry in enumerate(entries)
-               if isinstance(entry, _Appended)]
-    if not waiting:
-        return
+def _waiting(topics: list[tuple[str, list[Any]]]) -> list[tuple[list[Any], int, _Appended]]:
+    """Every :class:`_Appended` entry, with its list and index (to be replaced there)."""
+    return [(entries, i, entry) for _, entries in topics for i, entry in enumerate(entries)
+            if isinstance(entry, _Appended)]
+
+
+async def _await_acks(ctx: RequestContext, request: Any, topics: list[tuple[str, list[Any]]],
+                      waiting: list[tuple[list[Any], int, _Appended]]) -> Any:
+    """Replace every :class:`_Appended` by its response once its ISR has the records; the
+    whole response."""
     codes = await ctx.broker.replicas.wait_for_acks(
         [(entry.partition, entry.result.last_offset + 1) for _, _, entry in waiting],
         request.timeout.total_seconds())
     for (entries, i, entry), code in zip(waiting, codes, strict=True):
         entries[i] = _appended_response(ctx.resp, entry.index, code, entry.result)
+    return _response(ctx, topics)
+
+
+def _response(ctx: RequestContext, appended_topics: list[tuple[str, list[Any]]]) -> Any:
+    m = ctx.resp
+    topics = [build(m.TopicProduceResponse, name=name, partition_responses=tuple(entries))
+              for name, entries in appended_topics]
+    return build(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
 
 
 async def handle(request: Any, ctx: RequestContext) -> Any:
@@ -171,15 +185,18 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                 entries.append(_append(ctx, name, p, acks))
                 await pacer.tick()
         appended_topics.append((name, entries))
-    await _await_acks(ctx, request, appended_topics)
-    topics = [build(m.TopicProduceResponse, name=name, partition_responses=tuple(entries))
-              for name, entries in appended_topics]
+    waiting = _waiting(appended_topics)
+    if waiting:
+        pending = _await_acks(ctx, request, appended_topics, waiting)
+        # Appended: the connection may go on to the client's next Produce while the ISR
+        # catches up (its response still goes out after this one).
+        return Deferred(pending) if ctx.may_defer else await pending
     if acks == 0:
         failed = [
             # error_message exists from v8 on; acks=0 is legal in every version.
-            f"{t.name}-{p.index}: {getattr(p, 'error_message', None) or p.error_code.name}"
-            for t in topics
-            for p in t.partition_responses
+            f"{name}-{p.index}: {getattr(p, 'error_message', None) or p.error_code.name}"
+            for name, entries in appended_topics
+            for p in entries
             if p.error_code is not ErrorCode.none
         ]
         if failed:
@@ -187,4 +204,4 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             # the producer notices and refreshes its metadata.
             raise FrameError("acks=0 produce failed: " + "; ".join(failed))
         return None
-    return build(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+    return _response(ctx, appended_topics)
