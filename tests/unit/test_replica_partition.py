@@ -270,3 +270,17 @@ def test_the_high_watermark_survives_a_restart_in_the_checkpoint(tmp_path: Path)
     assert led is not None and led.is_leader and led.leader_epoch == 1
     assert led.high_watermark == 3
     again.close()
+
+
+def test_a_new_leader_tells_followers_where_their_older_epoch_ends_before_it_writes(
+        tmp_path: Path) -> None:
+    # An unclean election: this replica was behind (2 records of epoch 0) and now leads at
+    # epoch 2 without having written anything; a follower that had epoch 1's records asks
+    # where epoch 1 ends. The answer must be this log's end, so the follower drops its tail.
+    partition, _ = make(tmp_path)
+    partition.make_leader(0, (ME,), replicas=(ME, F1), now_ms=NOW)
+    append(partition, 2)
+    partition.make_follower(F1, 1)
+    partition.make_leader(2, (ME,), replicas=(ME, F1), now_ms=NOW)
+    assert partition.last_offset_for_leader_epoch(2, 1) == (0, 2)
+    assert partition.last_offset_for_leader_epoch(2, 2) == (2, 2)

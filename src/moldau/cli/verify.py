@@ -4,7 +4,9 @@ Producers send unique values with acks=all (idempotent by default), consumers re
 partition back, and the checker (``moldau.verify.checker``) reports lost, duplicated,
 reordered, inconsistent and unexpected records. Exit status 0 means the run was clean, 1
 that anomalies were found (or that nothing was acknowledged, so nothing was checked).
-The command is a plain client: point it at any cluster.
+The command is a plain client: point it at any cluster. With ``--local-broker`` or
+``--local-cluster N`` it starts its own broker(s) in a temporary directory, the only ones its
+nemesis may fault.
 """
 
 from __future__ import annotations
@@ -14,20 +16,28 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
+from ..cluster.local_cluster import ClusterError
+from ..verify import cluster_nemesis
 from ..verify.checker import Verdict, check
+from ..verify.cluster_nemesis import ClusterNemesis, UncleanElection
 from ..verify.local_broker import LocalBroker, LocalBrokerError
 from ..verify.nemesis import DeleteRecordsNemesis, KillNemesis, Nemesis
+from ..verify.own_cluster import OwnCluster, admin_client, netns_reason, own_cluster
 from ..verify.report import as_json, as_text
 from ..verify.workload import WorkloadConfig, run_workload
 from .connection import Connection, connection_options
 from .errors import CliError, as_cli_error
 
-_NEMESES = ("none", "delete-records", "kill")
+_CLUSTER_ONLY = ("pause", "pause-session", "restart", "zk-restart", "partition", "rotate")
+_NEMESES = ("none", "delete-records", "kill", *_CLUSTER_ONLY)
+#: How long the topic of a cluster we started may take to have every replica in sync.
+_IN_SYNC_TIMEOUT_S = 60.0
 
 
 @contextlib.contextmanager
@@ -47,24 +57,95 @@ def _local_broker(wanted: bool) -> Iterator[LocalBroker | None]:
             broker.stop()
 
 
-def _nemesis(name: str, broker: LocalBroker | None, interval_s: float) -> Nemesis:
+@contextlib.contextmanager
+def _local_cluster(brokers: int | None, use_netns: bool, overrides: tuple[str, ...],
+                   directory: Path | None) -> Iterator[OwnCluster | None]:
+    """ZooKeeper and ``brokers`` brokers of our own, stopped (and removed unless in a
+    ``directory`` of the user's) at the end."""
+    if brokers is None:
+        yield None
+        return
+    try:
+        with own_cluster(brokers, use_netns=use_netns, overrides=overrides,
+                         directory=directory) as cluster:
+            yield cluster
+    except ClusterError as exc:
+        raise CliError(exc.message) from None
+
+
+def _nemesis(name: str, broker: LocalBroker | None, cluster: OwnCluster | None,
+             interval_s: float, unclean: bool) -> Nemesis:
     if name == "delete-records":
         return DeleteRecordsNemesis()
+    if cluster is not None:
+        kinds = {"none": [], "rotate": list(cluster_nemesis.KINDS)}.get(name, [name])
+        if cluster.lab is None and "partition" in kinds and name == "rotate":
+            kinds.remove("partition")
+        first = UncleanElection(cluster, interval_s) if unclean else None
+        if not kinds and first is None:
+            return Nemesis()
+        return ClusterNemesis(cluster, kinds, interval_s, first=first)
     if name == "kill":
         if broker is None:
-            raise CliError("--nemesis kill needs --local-broker: verify kills only a broker "
-                           "it started itself")
+            raise CliError("--nemesis kill needs --local-broker or --local-cluster: verify "
+                           "kills only brokers it started itself")
         return KillNemesis(broker, interval_s)
+    if name in _CLUSTER_ONLY:
+        raise CliError(f"--nemesis {name} needs --local-cluster: verify faults only a cluster "
+                       f"it started itself")
     return Nemesis()
 
 
+def _check_options(ctx: click.Context, nemesis: str, local_broker: bool,
+                   local_cluster: int | None, unclean: bool, netns: bool | None,
+                   overrides: tuple[str, ...]) -> None:
+    """One line for each option that cannot work with the others, before anything starts."""
+    given_bootstrap = (ctx.get_parameter_source("bootstrap_server")
+                       is click.core.ParameterSource.COMMANDLINE)
+    if local_broker and local_cluster is not None:
+        raise CliError("--local-broker and --local-cluster exclude each other")
+    if given_bootstrap and (local_broker or local_cluster is not None):
+        raise CliError("-b names a cluster to check; --local-broker/--local-cluster start "
+                       "one of their own: give one or the other")
+    if local_cluster is None:
+        for flag, used in (("--unclean", unclean), ("--netns/--no-netns", netns is not None),
+                           ("--override", bool(overrides))):
+            if used:
+                raise CliError(f"{flag} needs --local-cluster")
+    for item in overrides:
+        if "=" not in item:
+            raise CliError(f"invalid --override {item!r}: expected KEY=VALUE")
+    if nemesis == "partition" and netns is False:
+        raise CliError("--nemesis partition needs --netns: loopback cannot be partitioned")
+    if nemesis == "partition" or netns:
+        reason = netns_reason()
+        if reason and local_cluster is not None:
+            why = "--nemesis partition" if nemesis == "partition" else "--netns"
+            raise CliError(f"{why} needs brokers in network namespaces, and {reason}")
+    if nemesis in _CLUSTER_ONLY and local_cluster is None:
+        _nemesis(nemesis, None, None, 1.0, False)  # the one-line refusal
+    if nemesis == "kill" and not local_broker and local_cluster is None:
+        _nemesis(nemesis, None, None, 1.0, False)
+
+
+def _wait_in_sync(cluster: OwnCluster | None, conn: Connection, topic: str) -> None:
+    """On a cluster we started: every partition led and fully in sync before the run."""
+    if cluster is None:
+        return
+    admin = admin_client(conn.client_config())
+    if cluster.wait_in_sync(admin, topic, _IN_SYNC_TIMEOUT_S) is None:
+        raise CliError(f"topic {topic!r} did not get every replica in sync within "
+                       f"{_IN_SYNC_TIMEOUT_S:g} s on the local cluster (logs in "
+                       f"{cluster.workdir})")
+
+
 def _ensure_topic(conn: Connection, topic: str, partitions: int,
-                  replication_factor: int | None) -> str:
+                  replication_factor: int | None, configs: dict[str, str]) -> str:
     """Create ``topic`` when it does not exist; say which of the two happened."""
     admin = conn.admin()
     new_topic = NewTopic(topic, num_partitions=partitions,
                          replication_factor=-1 if replication_factor is None
-                         else replication_factor)
+                         else replication_factor, config=configs)
     futures = admin.create_topics([new_topic], request_timeout=conn.timeout)
     try:
         futures[topic].result(timeout=conn.timeout + 5)
@@ -104,23 +185,50 @@ def _ensure_topic(conn: Connection, topic: str, partitions: int,
 @click.option("--read-timeout", "read_timeout_s", type=click.FloatRange(min=0.1), default=30.0,
               show_default=True, metavar="SECONDS",
               help="Longest read phase: consumers stop earlier once past every acked offset.")
-@click.option("--nemesis", type=click.Choice(_NEMESES), default="none", show_default=True,
-              help="Faults: delete-records deletes acked records (loss must be reported); "
-                   "kill: kill -9 and restart the --local-broker, alternately.")
+@click.option("--nemesis", type=click.Choice(_NEMESES), default=None,
+              help="Faults [default: rotate with --local-cluster, else none]: delete-records "
+                   "deletes acked records (loss must be reported); kill: kill -9 and restart "
+                   "a broker (--local-broker or --local-cluster); with --local-cluster also "
+                   "pause (SIGSTOP), pause-session (past the ZooKeeper session), restart "
+                   "(SIGTERM), zk-restart, partition (network namespaces, root), and rotate: "
+                   "all of them in turn.")
 @click.option("--nemesis-interval", "nemesis_interval_s", type=click.FloatRange(min=0.1),
               default=3.0, show_default=True, metavar="SECONDS",
-              help="Seconds between two strikes of a timed nemesis (kill).")
+              help="Seconds between two strikes of the kill nemesis; with --local-cluster, "
+                   "how long a fault is held and the quiet spell after it.")
 @click.option("--local-broker", is_flag=True,
               help="Start a moldau broker of our own (temporary data) instead of using -b.")
+@click.option("--local-cluster", "local_cluster", type=click.IntRange(min=3, max=9),
+              default=None, metavar="N",
+              help="Start ZooKeeper and N (3-9) moldau brokers of our own (temporary data) "
+                   "instead of using -b; the topic gets RF 3 and min.insync.replicas=2.")
+@click.option("--unclean", is_flag=True,
+              help="With --local-cluster: the topic allows unclean leader elections and the "
+                   "nemesis first forces one, so the run must report lost records.")
+@click.option("--netns/--no-netns", "netns", default=None,
+              help="With --local-cluster: run each process in a network namespace of its own "
+                   "(needed by the partition nemesis; root) [default: when possible].")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="With --local-cluster: a config for every broker. Repeatable.")
+@click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="With --local-cluster: keep its data and logs in this directory (created "
+                   "when missing) [default: a temporary directory, removed].")
+@click.option("--allow", "allowed", multiple=True, type=click.Choice(Verdict.ANOMALY_KINDS),
+              help="An anomaly kind that is reported but does not fail the run (exit 0), e.g. "
+                   "duplicated against a broker that does not deduplicate retries. Repeatable.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @click.option("--max-examples", type=click.IntRange(min=0), default=10, show_default=True,
               help="Anomalies listed per kind (counts are always complete).")
-def verify(conn: Connection, topic: str, partitions: int, replication_factor: int | None,
-           producers: int, consumers: int, records: int | None, duration_s: float | None,
-           rate: float, value_size: int, acks: str, idempotence: bool, isolation_level: str,
-           read_timeout_s: float, nemesis: str, nemesis_interval_s: float, local_broker: bool,
-           output_format: str, max_examples: int) -> None:
+@click.pass_context
+def verify(ctx: click.Context, conn: Connection, topic: str, partitions: int,
+           replication_factor: int | None, producers: int, consumers: int, records: int | None,
+           duration_s: float | None, rate: float, value_size: int, acks: str, idempotence: bool,
+           isolation_level: str, read_timeout_s: float, nemesis: str | None,
+           nemesis_interval_s: float, local_broker: bool, local_cluster: int | None,
+           unclean: bool, netns: bool | None, overrides: tuple[str, ...],
+           cluster_dir: Path | None, allowed: tuple[str, ...], output_format: str,
+           max_examples: int) -> None:
     """Produce unique values, read them back, report what the cluster lost or changed.
 
     Exit status: 0 clean, 1 anomalies found (or an error).
@@ -129,13 +237,28 @@ def verify(conn: Connection, topic: str, partitions: int, replication_factor: in
         raise CliError(f"--acks {acks} needs --no-idempotence (idempotent producers use acks=all)")
     if records is None and duration_s is None:
         duration_s = 10.0
-    if nemesis == "kill" and not local_broker:
-        _nemesis(nemesis, None, nemesis_interval_s)  # the one-line refusal
-    with _local_broker(local_broker) as own:
+    if nemesis is None:
+        nemesis = "rotate" if local_cluster is not None else "none"
+    _check_options(ctx, nemesis, local_broker, local_cluster, unclean, netns, overrides)
+    if cluster_dir is not None and local_cluster is None:
+        raise CliError("--cluster-dir needs --local-cluster")
+    configs: dict[str, str] = {}
+    if local_cluster is not None:
+        replication_factor = replication_factor or 3
+        configs["min.insync.replicas"] = "2"
+        if unclean:
+            configs["unclean.leader.election.enable"] = "true"
+        if netns is None:
+            netns = netns_reason() is None
+    with _local_broker(local_broker) as own, \
+            _local_cluster(local_cluster, bool(netns), overrides,
+                           cluster_dir and cluster_dir.resolve()) as cluster:
         if own is not None:
             conn = Connection(own.bootstrap, conn.timeout)
+        if cluster is not None:
+            conn = Connection(cluster.bootstrap, conn.timeout)
         verdict, text = _run(
-            conn, topic, partitions, replication_factor,
+            conn, topic, partitions, replication_factor, configs, cluster,
             WorkloadConfig(
                 client_config=conn.client_config(),
                 topic=topic, producers=producers, consumers=consumers, records=records,
@@ -144,26 +267,37 @@ def verify(conn: Connection, topic: str, partitions: int, replication_factor: in
                 read_timeout_s=read_timeout_s, timeout_s=conn.timeout,
                 flush_timeout_s=max(30.0, conn.timeout * 3),
             ),
-            _nemesis(nemesis, own, nemesis_interval_s),
+            _nemesis(nemesis, own, cluster, nemesis_interval_s, unclean),
             output_format, max_examples)
     click.echo(text)
     if verdict.acked == 0:
         raise CliError("no record was acknowledged, so nothing was checked")
-    sys.exit(0 if verdict.clean else 1)
+    failing = [kind for kind, count in verdict.anomaly_counts.items()
+               if count and kind not in allowed]
+    if not verdict.clean and not failing and output_format == "text":
+        click.echo(f"exit status 0: only allowed anomalies ({', '.join(allowed)})")
+    sys.exit(1 if failing else 0)
 
 
 def _run(conn: Connection, topic: str, partitions: int, replication_factor: int | None,
-         config: WorkloadConfig, nemesis: Nemesis, output_format: str,
-         max_examples: int) -> tuple[Verdict, str]:
+         configs: dict[str, str], cluster: OwnCluster | None, config: WorkloadConfig,
+         nemesis: Nemesis, output_format: str, max_examples: int) -> tuple[Verdict, str]:
     """Prepare the topic, run the workload, check it; the verdict and its rendering."""
-    status = _ensure_topic(conn, topic, partitions, replication_factor)
+    status = _ensure_topic(conn, topic, partitions, replication_factor, configs)
+    _wait_in_sync(cluster, conn, topic)
     try:
         history = run_workload(config, nemesis)
     except KafkaException as exc:
         raise as_cli_error(exc, f"cannot prepare the run on topic {topic!r}") from exc
     verdict = check(history)
-    settings = {"topic": status, "producers": config.producers, "consumers": config.consumers,
-                "acks": config.acks, "idempotence": config.idempotence,
-                "isolation": config.isolation_level, "nemesis": nemesis.name}
+    settings: dict[str, Any] = {
+        "topic": status, "producers": config.producers, "consumers": config.consumers,
+        "acks": config.acks, "idempotence": config.idempotence,
+        "isolation": config.isolation_level, "nemesis": nemesis.name}
+    if cluster is not None:
+        settings["cluster"] = cluster.describe()
+        settings["topic_configs"] = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
+        if cluster.lab is None and nemesis.name == "rotate":
+            settings["partition"] = f"not offered: {netns_reason()}"
     render = as_json if output_format == "json" else as_text
     return verdict, render(verdict, history, settings, max_examples)

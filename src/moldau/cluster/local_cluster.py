@@ -12,6 +12,12 @@ three racks (``broker.rack=rack-<i mod 3>``). Brokers are ``python -m moldau bro
 of this process, each in its own process group (a terminal's Ctrl-C reaches only us, so we
 stop them in order: brokers first, while ZooKeeper still answers them) and killed by Linux
 should this process die.
+
+Faults need single brokers: ``start_broker``, ``kill_broker`` (SIGKILL), ``terminate_broker``
+(SIGTERM), ``pause_broker``/``resume_broker`` (SIGSTOP/SIGCONT), and ZooKeeper's own
+``stop``/``start``, which ``moldau verify --local-cluster`` uses for its nemesis. A spec with
+``broker_hosts`` gives each broker (and ZooKeeper) an address of its own, and a ``launcher``
+runs each child inside its host (the network namespaces of ``moldau.cluster.netns``).
 """
 
 from __future__ import annotations
@@ -21,12 +27,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from .processes import HOST, bind_error, die_with_parent, port_accepts
+from .processes import HOST, bind_error, port_accepts, spawn, terminate
 from .zk_server import ZooKeeperError, ZooKeeperServer
 
 RACKS = 3
@@ -52,14 +58,24 @@ class ClusterSpec:
     overrides: Sequence[str] = ()
     rack_aware: bool = False
     host: str = HOST
+    #: Broker i's address when brokers live on hosts of their own (else all on ``host``).
+    broker_hosts: Sequence[str] = ()
+    #: ZooKeeper's address when it lives on a host of its own (else ``host``).
+    zookeeper_host: str | None = None
+
+    def broker_host(self, broker_id: int) -> str:
+        return self.broker_hosts[broker_id] if self.broker_hosts else self.host
+
+    def broker_address(self, broker_id: int) -> str:
+        return f"{self.broker_host(broker_id)}:{self.base_port + broker_id}"
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"{self.host}:{self.base_port + i}" for i in range(self.brokers))
+        return ",".join(self.broker_address(i) for i in range(self.brokers))
 
     @property
     def zookeeper_connect(self) -> str:
-        return f"{self.host}:{self.zookeeper_port}"
+        return f"{self.zookeeper_host or self.host}:{self.zookeeper_port}"
 
 
 @dataclass
@@ -67,6 +83,7 @@ class BrokerChild:
     """One broker of the cluster and its process (None while stopped)."""
 
     broker_id: int
+    host: str
     port: int
     directory: Path
     command: list[str]
@@ -95,7 +112,7 @@ def broker_overrides(spec: ClusterSpec, broker_id: int) -> list[str]:
     """The broker's configs: identity, listener, data, ZooKeeper, rack; the user's win."""
     overrides = [
         f"broker.id={broker_id}",
-        f"listeners=PLAINTEXT://{spec.host}:{spec.base_port + broker_id}",
+        f"listeners=PLAINTEXT://{spec.broker_address(broker_id)}",
         f"log.dirs={spec.directory / f'broker-{broker_id}' / 'data'}",
         f"zookeeper.connect={spec.zookeeper_connect}",
     ]
@@ -104,17 +121,25 @@ def broker_overrides(spec: ClusterSpec, broker_id: int) -> list[str]:
     return overrides + list(spec.overrides)
 
 
+#: Wraps a child's command line to run it elsewhere: (role, command) -> command, where role
+#: is ``zookeeper`` or ``broker-<id>``.
+Launcher = Callable[[str, list[str]], list[str]]
+
+
 class LocalCluster:
     """Start, watch and stop the ZooKeeper and brokers of one :class:`ClusterSpec`."""
 
-    def __init__(self, spec: ClusterSpec) -> None:
+    def __init__(self, spec: ClusterSpec, launcher: Launcher | None = None) -> None:
         self.spec = spec
         self.directory = spec.directory
+        self._launcher = launcher
+        zk_launcher = None if launcher is None else (lambda cmd: launcher("zookeeper", cmd))
         self.zookeeper = ZooKeeperServer(spec.directory / "zookeeper", spec.zookeeper_port,
-                                         host=spec.host)
+                                         host=spec.zookeeper_host or spec.host,
+                                         launcher=zk_launcher)
         self.brokers = [
-            BrokerChild(i, spec.base_port + i, spec.directory / f"broker-{i}",
-                        self._broker_command(i))
+            BrokerChild(i, spec.broker_host(i), spec.base_port + i,
+                        spec.directory / f"broker-{i}", self._broker_command(i))
             for i in range(spec.brokers)
         ]
 
@@ -122,10 +147,18 @@ class LocalCluster:
         command = [sys.executable, "-m", "moldau", "broker"]
         for override in broker_overrides(self.spec, broker_id):
             command += ["--override", override]
+        if self._launcher is not None:
+            command = self._launcher(f"broker-{broker_id}", command)
         return command
 
     def check_ports(self) -> None:
-        """One line naming the first port that cannot be listened on, before anything starts."""
+        """One line naming the first port that cannot be listened on, before anything starts.
+
+        Brokers on hosts of their own (``broker_hosts``) have private addresses nobody else
+        uses: nothing to check.
+        """
+        if self.spec.broker_hosts:
+            return
         wanted = [(self.spec.zookeeper_port, "ZooKeeper", "--zookeeper-port")] + [
             (b.port, f"broker {b.broker_id}", "--base-port") for b in self.brokers]
         seen: set[int] = set()
@@ -158,21 +191,63 @@ class LocalCluster:
             self.stop()
             raise
 
+    def broker(self, broker_id: int) -> BrokerChild:
+        return self.brokers[broker_id]
+
+    def start_broker(self, broker_id: int, timeout: float = 60.0) -> None:
+        """Start one stopped broker (same port and data) and wait until it listens."""
+        broker = self.brokers[broker_id]
+        if broker.proc is not None and broker.proc.poll() is None:
+            return
+        self._start_broker(broker)
+        self._wait_listening(timeout, [broker])
+
+    def kill_broker(self, broker_id: int) -> None:
+        """SIGKILL one broker: nothing flushed, nothing closed, its ZooKeeper session left to
+        expire."""
+        proc = self.brokers[broker_id].proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    def terminate_broker(self, broker_id: int, timeout: float = 30.0) -> None:
+        """SIGTERM one broker (its clean shutdown), SIGKILL after ``timeout``."""
+        proc = self.brokers[broker_id].proc
+        if proc is not None:
+            terminate(proc, timeout)
+
+    def pause_broker(self, broker_id: int) -> None:
+        """SIGSTOP one broker: its connections stay open, nothing answers."""
+        proc = self.brokers[broker_id].proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGSTOP)
+
+    def resume_broker(self, broker_id: int) -> None:
+        proc = self.brokers[broker_id].proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+
+    def broker_running(self, broker_id: int) -> bool:
+        proc = self.brokers[broker_id].proc
+        return proc is not None and proc.poll() is None
+
     def _start_broker(self, broker: BrokerChild) -> None:
         broker.directory.mkdir(parents=True, exist_ok=True)
+        if broker.log is not None:
+            broker.log.close()
         broker.log = broker.log_path.open("ab")
         broker.log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} moldau cluster up: "
                          f"broker {broker.broker_id} starting\n".encode())
         broker.log.flush()
         broker.reported_exit = False
-        broker.proc = subprocess.Popen(
+        broker.proc = spawn(
             broker.command, stdin=subprocess.DEVNULL, stdout=broker.log,
             stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=die_with_parent, process_group=0)
+            process_group=0)
 
-    def _wait_listening(self, timeout: float) -> None:
+    def _wait_listening(self, timeout: float, brokers: list[BrokerChild] | None = None) -> None:
         deadline = time.monotonic() + timeout
-        waiting = list(self.brokers)
+        waiting = list(self.brokers if brokers is None else brokers)
         while waiting:
             for broker in list(waiting):
                 assert broker.proc is not None
@@ -182,7 +257,7 @@ class LocalCluster:
                     why = broker.last_error_line() or f"exited with status {code}"
                     raise ClusterError(f"broker {broker.broker_id} did not start: {why} "
                                        f"(log: {broker.log_path})", broker.log_tail())
-                if port_accepts(broker.port, self.spec.host):
+                if port_accepts(broker.port, broker.host):
                     waiting.remove(broker)
             if waiting and time.monotonic() > deadline:
                 names = ", ".join(str(b.broker_id) for b in waiting)

@@ -4,6 +4,10 @@
 dies (Ctrl-C, kill -9, a CI timeout) must not leave them holding ports and data directories,
 so every child asks Linux to kill it when its parent dies, and runs in a process group of its
 own so a terminal's Ctrl-C reaches only the parent, which then stops them in order.
+
+Linux's "parent" there is the *thread* that forked the child: a child started from a thread
+that ends (a verify nemesis restarting a broker) would be killed with that thread. So
+``spawn`` forks every child from one thread that lives as long as the process.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 HOST = "127.0.0.1"
@@ -23,6 +28,21 @@ def die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+#: The one thread that forks children tied to this process (``spawn``); lives until exit.
+_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moldau-spawner")
+
+
+def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(args, **kwargs)`` in a child Linux kills when this process dies.
+
+    Forked from the spawner thread, never from the caller's (see the module docstring);
+    ``kwargs`` must not set ``preexec_fn``.
+    """
+    def fork() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(args, preexec_fn=die_with_parent, **kwargs)
+    return _spawner.submit(fork).result()
 
 
 def terminate(proc: subprocess.Popen[Any], timeout: float) -> None:

@@ -18,10 +18,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from .processes import HOST, die_with_parent, terminate
+from .processes import HOST, spawn, terminate
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")
@@ -75,11 +76,13 @@ class ZooKeeperServer:
     ``workdir`` keeps the znodes. ``fsync=False`` skips ZooKeeper's fsync per write (tests).
     """
 
-    def __init__(self, workdir: Path, port: int, *, host: str = HOST, fsync: bool = True) -> None:
+    def __init__(self, workdir: Path, port: int, *, host: str = HOST, fsync: bool = True,
+                 launcher: Callable[[list[str]], list[str]] | None = None) -> None:
         self.workdir = Path(workdir)
         self.port = port
         self.host = host
         self.fsync = fsync
+        self._launcher = launcher
         self.data_dir = self.workdir / "data"
         self.config_path = self.workdir / "zoo.cfg"
         self._proc: subprocess.Popen[bytes] | None = None
@@ -127,7 +130,7 @@ class ZooKeeperServer:
 
     def wrap(self, command: list[str]) -> list[str]:
         """The server's command line as run (a seam: the netns lab runs it inside a host)."""
-        return command
+        return self._launcher(command) if self._launcher is not None else command
 
     def word(self, word: str, timeout: float = 2.0) -> str:
         """A four-letter command sent to this server from where it is reachable."""
@@ -142,10 +145,9 @@ class ZooKeeperServer:
         self._write_config()
         self._starts += 1
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open while it runs
-        self._proc = subprocess.Popen(self.wrap(self.command()), stdin=subprocess.DEVNULL,
-                                      stdout=self._log, stderr=subprocess.STDOUT,
-                                      preexec_fn=die_with_parent, process_group=0,
-                                      cwd=self.workdir)
+        self._proc = spawn(self.wrap(self.command()), stdin=subprocess.DEVNULL,
+                           stdout=self._log, stderr=subprocess.STDOUT, process_group=0,
+                           cwd=self.workdir)
         self._wait_ready(timeout)
         return self
 

@@ -317,6 +317,17 @@ class PartitionLog:
     def latest_epoch(self) -> int:
         return self._epochs.latest_epoch
 
+    def start_leader_epoch(self, epoch: int) -> None:
+        """A new leader's epoch starts at the current log end (Kafka's
+        ``maybeAssignEpochStartOffset`` on becoming leader), before it appends anything.
+
+        OffsetForLeaderEpoch answers from this cache: without the entry, a leader that has
+        not written in its epoch yet (an unclean election leaves it with a shorter log and
+        no ISR to accept writes) would know no end for its followers' older epoch, and they
+        would keep a tail it never had.
+        """
+        self._epochs.assign(epoch, self.log_end_offset)
+
     def update_config(self, config: LogConfig) -> None:
         """Swap the config; it applies to future appends, rolls and retention runs."""
         self.config = config

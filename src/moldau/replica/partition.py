@@ -216,6 +216,7 @@ class Partition:
         self.role = Role.LEADER
         self.leader_id = self.local_id
         self.leader_epoch = epoch
+        self._log.start_leader_epoch(epoch)
         self.replicas = tuple(replicas) if replicas is not None else tuple(sorted(new_isr))
         self.isr = new_isr
         self._followers = {

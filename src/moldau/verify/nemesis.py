@@ -13,11 +13,13 @@ The default does nothing. ``delete-records`` works against any cluster and exist
 checker can fail: it really deletes acknowledged records (DeleteRecords, through the admin
 client) before they are read, and the run must report them lost. ``kill`` kill -9s and
 restarts a broker process that ``moldau verify --local-broker`` started itself (a cluster
-started by the tool is the only one whose processes it may kill).
+started by the tool is the only one whose processes it may kill). The faults of a cluster the
+tool started itself (``--local-cluster``) are in ``cluster_nemesis.py``.
 """
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,7 +27,7 @@ from typing import Any, Protocol
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from .history import History
+from .history import History, NemesisEvent
 
 
 @dataclass
@@ -36,6 +38,13 @@ class NemesisContext:
     client_config: dict[str, Any]
     history: History
     timeout_s: float
+    #: ``time.monotonic()`` when the timed produce phase began (event times count from it).
+    began: float = 0.0
+
+    def note(self, description: str) -> None:
+        """Record one step of a fault now (a hook's return value is recorded the same way)."""
+        self.history.nemesis_events.append(
+            NemesisEvent(time.monotonic() - self.began, description))
 
 
 class Nemesis:

@@ -9,6 +9,7 @@ every partition at or past its highest acknowledged offset, or at ``read_timeout
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -19,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from .history import Ack, Failure, History, NemesisEvent, Read, ValueId, encode_value
+from .history import Ack, Failure, History, Read, ValueId, encode_value
 from .nemesis import Nemesis, NemesisContext
 
 
@@ -107,6 +108,8 @@ class _ProducerWorker:
         self.sent_at: list[float] = []
         self.acks: list[Ack] = []
         self.failures: list[Failure] = []
+        #: The fatal client error that stopped this producer early, if one did.
+        self.fatal: str | None = None
 
     def _on_delivery(self, error: KafkaError | None, message: Message) -> None:
         seq = int(message.value().split(b":", 4)[3])  # type: ignore[union-attr]
@@ -118,6 +121,10 @@ class _ProducerWorker:
         latency = time.monotonic() - sent_at if sent_at >= 0 else -1.0
         self.acks.append(Ack(ident, message.partition() or 0, message.offset() or 0, latency))
 
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal() and self.fatal is None:
+            self.fatal = error.str()
+
     def run(self) -> None:
         cfg = self.config
         producer = Producer({
@@ -127,10 +134,13 @@ class _ProducerWorker:
             "enable.idempotence": cfg.idempotence,
             "linger.ms": 5,
             "message.timeout.ms": max(1000, int(cfg.flush_timeout_s * 1000)),
+            # A fatal error (librdkafka gives up on the idempotent producer's state, e.g.
+            # after an unclean election) comes here first; without an error callback
+            # confluent-kafka 2.16 raises it out of flush() as an object no except catches.
+            "error_cb": self._on_error,
             **cfg.extra_producer_config,
         })
         quota = cfg.share(self.number)
-        interval = cfg.producers / cfg.rate if cfg.rate > 0 else 0.0
         seq = 0
         if quota != 0:
             # An idempotent producer first fetches its producer id (librdkafka takes ~0.5 s);
@@ -140,9 +150,39 @@ class _ProducerWorker:
                              on_delivery=self._on_delivery)
             self.sent.append((self.number, 0))
             seq = 1
-            producer.flush(cfg.flush_timeout_s)
+            self._flush(producer, cfg.flush_timeout_s)
         self.clock.wait()
-        while (quota is None or seq < quota) and time.monotonic() < self.clock.deadline:
+        if self.fatal is None:
+            try:
+                self._send(producer, quota, seq)
+            except KafkaException as exc:  # the fatal error, raised again out of poll()
+                self.fatal = self.fatal or str(exc)
+            self._flush(producer, cfg.flush_timeout_s)
+        # What is still queued now gets a purge error in its report: indeterminate.
+        producer.purge()
+        with contextlib.suppress(KafkaException):
+            producer.flush(1.0)
+        reported = {a.value for a in self.acks} | {f.value for f in self.failures}
+        self.failures.extend(
+            Failure(value, f"no delivery report ({self.fatal or 'flush timed out'})")
+            for value in self.sent if value not in reported)
+
+    def _flush(self, producer: Producer, timeout_s: float) -> None:
+        """Flush, but stop waiting once the producer had a fatal error (nothing more comes)."""
+        deadline = time.monotonic() + timeout_s
+        while self.fatal is None and time.monotonic() < deadline:
+            try:
+                if producer.flush(min(0.5, max(0.0, deadline - time.monotonic()))) == 0:
+                    return
+            except KafkaException as exc:  # the fatal error, raised again out of flush()
+                self.fatal = self.fatal or str(exc)
+
+    def _send(self, producer: Producer, quota: int | None, seq: int) -> None:
+        """The timed phase: send from ``seq`` on, at the configured rate, until the deadline."""
+        cfg = self.config
+        interval = cfg.producers / cfg.rate if cfg.rate > 0 else 0.0
+        while ((quota is None or seq < quota) and time.monotonic() < self.clock.deadline
+               and self.fatal is None):
             if interval:
                 wait = self.clock.began + (seq - 1) * interval - time.monotonic()
                 if wait > 0:
@@ -161,10 +201,6 @@ class _ProducerWorker:
             self.sent.append((self.number, seq))
             seq += 1
             producer.poll(0)
-        producer.flush(cfg.flush_timeout_s)
-        # What is still queued now gets a purge error in its report: indeterminate, as a failure.
-        producer.purge()
-        producer.flush(1.0)
 
 
 class _ConsumerWorker:
@@ -231,6 +267,7 @@ class _NemesisRunner:
         self.nemesis = nemesis
         self.ctx = ctx
         self.began = began
+        ctx.began = began
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="nemesis", daemon=True)
 
@@ -238,10 +275,9 @@ class _NemesisRunner:
         try:
             said = hook(self.ctx)
         except Exception as exc:  # a failed fault is reported, the run goes on
-            said = f"{self.nemesis.name} failed: {exc}"
+            said = f"{self.nemesis.name} failed: {type(exc).__name__}: {exc}"
         if said:
-            self.ctx.history.nemesis_events.append(
-                NemesisEvent(time.monotonic() - self.began, said))
+            self.ctx.note(said)
 
     def _loop(self) -> None:
         interval = self.nemesis.interval_s
@@ -280,6 +316,9 @@ def run_workload(config: WorkloadConfig, nemesis: Nemesis | None = None) -> Hist
             thread.join()
         history.produce_seconds = time.monotonic() - clock.began
     for worker in producers:
+        if worker.fatal is not None:
+            runner.ctx.note(f"producer {worker.number} stopped by a fatal client error: "
+                            f"{worker.fatal}")
         history.sent.update(worker.sent)
         history.acks.extend(worker.acks)
         history.failures.extend(worker.failures)
