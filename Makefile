@@ -65,13 +65,17 @@ pipeline: $(TEST_STAMP) apt-deps
 	kill $$broker 2>/dev/null; wait $$broker; trap - EXIT; exit $$status
 
 # `moldau verify` (docs/architecture.md): against the broker on $(PORT) when one listens there,
-# otherwise against a broker the tool starts itself (temporary data), which its kill nemesis
-# kill -9s and restarts during the run. Bounded by --duration; exit 1 when anomalies are found.
-VERIFY_ARGS ?= --duration 30 --rate 5000
+# otherwise on a cluster the tool starts itself (ZooKeeper + 3 brokers, in network namespaces
+# when root) under its rotate nemesis: kill -9, SIGSTOP, network partitions, SIGTERM, a pause
+# past the ZooKeeper session and a ZooKeeper restart, in turn. Bounded by --duration; exit 1
+# when anything acknowledged is lost or contradicted. Duplicates and reorderings are reported
+# but allowed: the broker does not check idempotent producers' sequence numbers yet
+# (docs/operations.md). VERIFY_ARGS="--unclean --nemesis none" shows a run that must fail.
+VERIFY_ARGS ?= --duration 240 --rate 2000
 verify: $(RUN_STAMP)
 	@if $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', $(PORT)), 1)" 2>/dev/null; \
 	then $(BIN)/moldau verify -b 127.0.0.1:$(PORT) $(VERIFY_ARGS); \
-	else $(BIN)/moldau verify --local-broker --nemesis kill $(VERIFY_ARGS); fi
+	else $(BIN)/moldau verify --local-cluster 3 --allow duplicated --allow reordered $(VERIFY_ARGS); fi
 
 # The venv: Debian's python3 needs python3-venv for ensurepip; install it when we can.
 $(BIN)/python:

@@ -42,7 +42,7 @@ def verify(*args: str, timeout: float = 280) -> tuple[dict[str, Any], int]:
 
 
 def test_rotate_nemesis_loses_nothing_acknowledged() -> None:
-    report, status = verify("--duration", "38", "--rate", "600", "--nemesis-interval", "1.5",
+    report, status = verify("--duration", "40", "--rate", "600", "--nemesis-interval", "1.5",
                             "--allow", "duplicated", "--allow", "reordered")
     events = [e["event"] for e in report["nemesis"]]
     print(json.dumps({k: report[k] for k in ("acked", "failed", "values_read", "anomalies",
