@@ -87,9 +87,13 @@ class ClusterUp:
         return ",".join(f"127.0.0.1:{self.base_port + i}" for i in range(self.brokers))
 
     def children(self) -> list[int]:
-        """Pids of the processes ``cluster up`` started (ZooKeeper's JVM and the brokers)."""
-        path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
-        return [int(pid) for pid in path.read_text().split()]
+        """Pids of the processes ``cluster up`` started (ZooKeeper's JVM and the brokers).
+
+        Children are forked by one spawner thread (``moldau.cluster.processes.spawn``), so
+        every thread's list is read."""
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+        return [int(pid) for task in tasks.iterdir()
+                for pid in (task / "children").read_text().split()]
 
     def ports(self) -> list[int]:
         return [self.zk_port] + [self.base_port + i for i in range(self.brokers)]
