@@ -4,8 +4,9 @@
   follower that was away longer than ``delete.retention.ms`` gets the delete before the
   tombstone goes, and does not serve the deleted value once it leads (Kafka, which removes
   tombstones on a timer on each replica, does).
-- DeleteRecords: the leader answers once every in-sync replica's log start reached the offset,
-  so whoever leads next does not serve the deleted records either.
+- DeleteRecords: the leader answers once every in-sync replica's log start reached the offset
+  (REQUEST_TIMED_OUT while a paused follower is still in the ISR), so whoever leads next does
+  not serve the deleted records either.
 """
 
 from __future__ import annotations
@@ -175,3 +176,44 @@ def test_delete_records_reaches_every_in_sync_replica_before_it_answers(
             0, (-1,))[0] == n, timeout=60, what=f"broker {next_leader} leading")
         assert earliest_and_first(survivor, topic_name) == (60, 60), (
             f"broker {next_leader} serves deleted records after failover")
+
+
+def test_delete_records_waits_for_a_paused_in_sync_follower(
+        make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
+    brokers = start_cluster(make_broker, zk_connect, 3)
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, replica_assignment=[[1, 2, 3]])]
+                        )[topic_name].result(timeout=30)
+    eventually(lambda: describe(brokers[0], topic_name)[2].get(0, (-1, (), ()))[::2] == (
+        1, (1, 2, 3)), what="leader 1 with ISR [1, 2, 3]")
+    producer = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all",
+                         "linger.ms": 5})
+    for i in range(100):
+        producer.produce(topic_name, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    brokers[2].pause()
+    try:
+        # Broker 3 is still in the ISR (its session has not expired) and cannot fetch.
+        [timed_out] = admin.delete_records([Tp(topic_name, 0, 40)],
+                                           operation_timeout=1).values()
+        with pytest.raises(KafkaException) as refused:
+            timed_out.result(timeout=30)
+        assert refused.value.args[0].code() == KafkaError.REQUEST_TIMED_OUT
+        eventually(lambda: describe(brokers[0], topic_name)[2][0][2] == (1, 2), timeout=30,
+                   what="broker 3 out of the ISR")
+        # Out of the ISR it no longer holds the answer back.
+        [deleted] = admin.delete_records([Tp(topic_name, 0, 40)],
+                                         operation_timeout=30).values()
+        assert deleted.result(timeout=60).low_watermark == 40
+    finally:
+        brokers[2].resume()
+    # Back, it takes the leader's log start with its fetches and rejoins the ISR; made leader,
+    # it does not serve the deleted records.
+    eventually(lambda: describe(brokers[0], topic_name)[2][0][2] == (1, 2, 3), timeout=60,
+               what="broker 3 back in the ISR")
+    brokers[0].kill9()
+    brokers[1].kill9()
+    eventually(lambda: describe(brokers[2], topic_name)[2].get(0, (-1,))[0] == 3, timeout=60,
+               what="broker 3 leading")
+    assert earliest_and_first(brokers[2], topic_name) == (40, 40)
