@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.serial import entity_writer
 from kio.static.primitive import Records
 
 from moldau.protocol.apis import SUPPORTED
+from moldau.protocol.schemas import request_schema as load_request_schema
 from tests.unit.batchgen import simple_batch
 
 #: Topics and groups the fuzz requests name. The fuzz driver creates the topics first; the

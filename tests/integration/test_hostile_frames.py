@@ -15,10 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import TopicPartition
-from kio.index import load_request_schema
 
 from moldau.protocol import codec
 from moldau.protocol.apis import SUPPORTED
+from moldau.protocol.schemas import request_schema as load_request_schema
 from tests.helpers import BrokerProcess
 from tests.unit.request_samples import full_sample, length_fields, length_position
 

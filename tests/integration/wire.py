@@ -14,8 +14,10 @@ import struct
 import time
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+
+from moldau.protocol.schemas import request_schema as load_request_schema
+from moldau.protocol.schemas import response_schema as load_response_schema
 
 API_VERSIONS = 18
 

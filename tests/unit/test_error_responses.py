@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from kio.static.primitive import Records
@@ -19,6 +18,8 @@ from kio.static.primitive import Records
 from moldau.broker.error_responses import error_response
 from moldau.protocol import apis, codec
 from moldau.protocol.apis import SUPPORTED
+from moldau.protocol.schemas import request_schema as load_request_schema
+from moldau.protocol.schemas import response_schema as load_response_schema
 
 from .request_samples import build
 

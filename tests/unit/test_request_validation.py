@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
-from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records
 
 from moldau.protocol import codec
 from moldau.protocol.apis import SUPPORTED
 from moldau.protocol.frames import FrameError
+from moldau.protocol.schemas import request_schema as load_request_schema
 from moldau.protocol.validate import (
     MAX_ARRAY_ELEMENTS,
     InvalidRequest,
@@ -268,12 +268,12 @@ def test_garbage_values_are_ordinary_errors() -> None:
 
 _CHILD = r"""
 import sys
-from kio.index import load_request_schema
 from moldau.protocol import codec
 from moldau.protocol.apis import SUPPORTED
 from moldau.protocol.frames import FrameError
 from tests.unit.request_samples import full_sample
 from tests.unit.test_request_validation import VERSIONS, _oversized
+from moldau.protocol.schemas import request_schema as load_request_schema
 
 PATTERNS = (b"\xff\xff\xff\xff\x0f", b"\x7f\xff\xff\xff", b"\x80\x80\x80\x80\x08", b"\x00")
 decoded = refused = 0

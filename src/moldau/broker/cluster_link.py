@@ -33,6 +33,7 @@ from kio.schema.errors import ErrorCode
 
 from ..cluster import znodes
 from ..cluster.assignment import AssignmentError
+from ..cluster.controlled_shutdown import ShutdownAnswer
 from ..cluster.controller import Controller
 from ..cluster.controller_election import ControllerElection
 from ..cluster.metadata import TopicMetadata
@@ -80,6 +81,9 @@ class ClusterLink:
         self._proposing: set[tuple[str, int]] = set()
         self._store_started = False
         self._registered = False
+        #: Set when a controlled shutdown begins: partitions no longer fetch, so this broker
+        #: cannot rejoin an ISR the controller just took it out of.
+        self.shutting_down = False
         self.fetchers: ReplicaFetchers | None = None
         self.store = ZkMetadataStore(
             config.zookeeper_connect, self.node_id,
@@ -146,6 +150,39 @@ class ClusterLink:
     async def stop_fetchers(self) -> None:
         if self.fetchers is not None:
             await self.fetchers.stop()
+
+    async def begin_controlled_shutdown(self) -> None:
+        """Stop following leaders for good (the first step of a controlled shutdown)."""
+        self.shutting_down = True
+        await self.stop_fetchers()
+
+    async def apply_led_states(self) -> None:
+        """Read the states of the partitions this broker leads from ZooKeeper and apply them
+        now, without waiting for the watches: leadership the controller moved takes effect
+        here (produce and fetch answered NOT_LEADER_OR_FOLLOWER) before the broker stops."""
+        led = [p.key for p in self._broker.replicas.all_partitions() if p.is_leader]
+
+        def read() -> dict[tuple[str, int], znodes.PartitionState | None]:
+            return {key: self.store.partition_state(*key) for key in led}
+
+        for (topic, partition), state in (await asyncio.to_thread(read)).items():
+            if state is not None:
+                self._apply(topic, partition, state)
+
+    def resign_controller(self) -> None:
+        """Leave the controller election and give /controller up at once, so that another
+        broker takes over while this one finishes shutting down (blocks on ZooKeeper)."""
+        self.controller.stop()
+        if self._registered:
+            self.election.resign()
+
+    async def controlled_shutdown_request(self, broker_id: int,
+                                          broker_epoch: int) -> ShutdownAnswer:
+        """Answer a ControlledShutdown request: only the controller acts on it."""
+        if not self.election.is_controller:
+            return ShutdownAnswer(ErrorCode.not_controller)
+        return await asyncio.wrap_future(
+            self.controller.controlled_shutdown(broker_id, broker_epoch))
 
     def close(self) -> None:
         """End the session (registration and /controller go at once); safe at any stage."""
@@ -228,8 +265,11 @@ class ClusterLink:
                 self._broker.groups.unload_partition(partition)
             log.info("%s-%d: follower of %d at epoch %d", topic, partition, state.leader,
                      state.leader_epoch)
-            if self.fetchers is not None:
+            if self.fetchers is not None and not self.shutting_down:
                 self.fetchers.follow(hosted)
+
+    def endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        return self._endpoint_of(broker_id)
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         registration = self.store.brokers().get(broker_id)

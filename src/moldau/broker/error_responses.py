@@ -22,7 +22,6 @@ import dataclasses
 from dataclasses import MISSING
 from typing import Any, NamedTuple
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import (
@@ -36,6 +35,7 @@ from kio.serial._introspect import (
 )
 
 from ..protocol import apis
+from ..protocol.schemas import response_schema
 
 
 class Mirror(NamedTuple):
@@ -102,7 +102,7 @@ _UNKNOWN_SUFFIXES = ("offset", "timestamp", "watermark", "epoch", "leader_id", "
 def error_response(api_key: int, version: int, request: Any,
                    code: ErrorCode = ErrorCode.unknown_server_error) -> Any:
     """The response of (``api_key``, ``version``) that answers ``request`` with ``code``."""
-    cls = load_response_schema(api_key, version)
+    cls = response_schema(api_key, version)
     return _entity(cls, request, MIRRORS.get(api_key, {}), code)
 
 

@@ -5,7 +5,8 @@ to the hard limit (each connection and each open segment file is a descriptor, a
 expect a broker to take tens of thousands of connections), opens the logs (recovering them
 after an unclean stop), listens on the first configured listener, prints one line saying where
 it listens and where its data is, and on SIGINT/SIGTERM stops accepting, closes client
-connections and closes the logs cleanly so that the next start skips recovery.
+connections and closes the logs cleanly so that the next start skips recovery. In a cluster
+it first hands its leadership over (``controlled_shutdown``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from ..config import BrokerConfig
 from ..log.errors import LogDirOfflineError
 from .broker import Broker
+from .controlled_shutdown import controlled_shutdown
 from .handlers import register_all
 from .log_level import ENV_VAR, parse_log_level
 from .loop_watchdog import LoopWatchdog
@@ -69,6 +71,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         await stop.wait()
     finally:
         log.info("shutting down")
+        await _controlled_shutdown(broker)
         await network.close()
         await watchdog.stop()
         await broker.stop_background()
@@ -76,6 +79,21 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         log.info("shut down cleanly")
     if broker.fatal_error is not None:
         raise LogDirOfflineError(broker.fatal_error)  # exit status 1, as Kafka halts
+
+
+async def _controlled_shutdown(broker: Broker) -> None:
+    """In a cluster, hand leadership over before stopping (``controlled.shutdown.enable``);
+    not when the broker stops because its log dirs failed (it halts, as Kafka's does)."""
+    config = broker.config
+    if broker.cluster is None or not config.controlled_shutdown_enable \
+            or broker.fatal_error is not None:
+        return
+    try:
+        await controlled_shutdown(broker.cluster, config.controlled_shutdown_max_retries,
+                                  config.controlled_shutdown_retry_backoff_ms)
+    except Exception as exc:  # never let it keep the broker from stopping
+        log.warning("controlled shutdown failed: %s: %s", type(exc).__name__, exc)
+        log.debug("controlled shutdown failed", exc_info=True)
 
 
 def _reason(exc: OSError) -> str:

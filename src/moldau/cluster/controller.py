@@ -12,7 +12,9 @@ brokers, deletion requests), coalesced so that a burst of events costs one pass:
   ``unclean.leader.election.enable`` lets a live out-of-sync replica lead);
 - dead replicas leave the ISR of partitions whose leader lives (leader epoch + 1);
 - deletion requests under /admin/delete_topics are completed (the brokers delete their logs
-  when the topic leaves their topic cache).
+  when the topic leaves their topic cache);
+- ControlledShutdown requests are answered before each pass (``controlled_shutdown``), and
+  brokers shutting down are never elected leader.
 
 Every write is fenced: a transaction that checks /controller_epoch is still at the version
 this controller wrote when it was elected (a deposed controller's write fails with
@@ -27,10 +29,12 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from kazoo.exceptions import KazooException, NoNodeError
 
 from . import znodes
+from .controlled_shutdown import ControlledShutdowns, ShutdownAnswer
 from .controller_election import ControllerElection, ControllerLease
 from .zk_session import watch_callback
 from .zookeeper import ControllerMovedError, StaleVersionError, ZkMetadataStore
@@ -42,19 +46,23 @@ RETRY_S = 0.5
 
 
 def elect_leader(replicas: list[int], state: znodes.PartitionState, live: set[int],
-                 unclean: bool) -> tuple[int, tuple[int, ...]] | None:
-    """The new (leader, ISR) of an existing partition, or None when it needs no change."""
+                 unclean: bool, excluded: frozenset[int] = frozenset()
+                 ) -> tuple[int, tuple[int, ...]] | None:
+    """The new (leader, ISR) of an existing partition, or None when it needs no change.
+
+    ``excluded`` brokers (shutting down) may not become leader.
+    """
     isr_live = tuple(b for b in state.isr if b in live)
     if state.leader in live:
         if isr_live == state.isr:
             return None
         return state.leader, isr_live  # dead followers leave the ISR
-    candidates = [r for r in replicas if r in live and r in state.isr]
+    candidates = [r for r in replicas if r in live and r in state.isr and r not in excluded]
     if candidates:
         leader = candidates[0]
         return leader, isr_live
     if unclean:
-        out_of_sync = [r for r in replicas if r in live]
+        out_of_sync = [r for r in replicas if r in live and r not in excluded]
         if out_of_sync:
             log.warning("unclean leader election: broker %d (not in the ISR %s) leads",
                         out_of_sync[0], list(state.isr))
@@ -75,6 +83,7 @@ class Controller:
         self._wake = threading.Event()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="controller", daemon=True)
+        self.shutdowns = ControlledShutdowns(store)
 
     def start(self) -> None:
         self._thread.start()
@@ -83,6 +92,15 @@ class Controller:
     def stop(self) -> None:
         self._stopped = True
         self._wake.set()
+        self.shutdowns.refuse_pending()
+
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[ShutdownAnswer]:
+        """A ControlledShutdown request (any thread), answered by the controller's thread."""
+        answer = self.shutdowns.submit(broker_id, broker_epoch)
+        if self._stopped:
+            self.shutdowns.refuse_pending()
+        self._wake.set()
+        return answer
 
     def poke(self, *_args: object) -> None:
         """Something changed (any thread): run a pass soon, if this broker is the controller."""
@@ -90,6 +108,7 @@ class Controller:
 
     def elected(self, lease: ControllerLease) -> None:
         log.info("controller %d (epoch %d) takes over", lease.broker_id, lease.epoch)
+        self.shutdowns.brokers.clear()  # as in Kafka, a new controller starts with none
         self._wake.set()
 
     @watch_callback("following topic deletion requests")
@@ -105,8 +124,10 @@ class Controller:
             self._wake.wait()
             self._wake.clear()
             if self._stopped:
+                self.shutdowns.refuse_pending()
                 return
             lease = self._election.lease
+            self.shutdowns.run_pending(lease)
             if lease is None:
                 continue
             try:
@@ -131,6 +152,7 @@ class Controller:
             with contextlib.suppress(NoNodeError):
                 store.complete_topic_deletion(name)
         live = set(store.live_brokers())
+        excluded = self.shutdowns.excluded()
         for name in sorted(store.topics()):
             if self._election.lease != lease:
                 return
@@ -139,11 +161,11 @@ class Controller:
                 state = store.partition_state(name, partition)
                 if state is None:
                     alive = tuple(r for r in replicas if r in live)
-                    leader = alive[0] if alive else -1
+                    leader = next((r for r in alive if r not in excluded), -1)
                     new_states[partition] = znodes.PartitionState(
                         leader, 0, alive or tuple(replicas), lease.epoch)
                     continue
-                change = elect_leader(replicas, state, live, self._unclean(name))
+                change = elect_leader(replicas, state, live, self._unclean(name), excluded)
                 if change is None:
                     continue
                 leader, isr = change

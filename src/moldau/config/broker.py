@@ -684,6 +684,18 @@ class BrokerConfig:
         return self._int("replica.lag.time.max.ms")
 
     @property
+    def controlled_shutdown_enable(self) -> bool:
+        return self._bool("controlled.shutdown.enable")
+
+    @property
+    def controlled_shutdown_max_retries(self) -> int:
+        return self._int("controlled.shutdown.max.retries")
+
+    @property
+    def controlled_shutdown_retry_backoff_ms(self) -> int:
+        return self._int("controlled.shutdown.retry.backoff.ms")
+
+    @property
     def replica_socket_timeout_ms(self) -> int:
         return self._int("replica.socket.timeout.ms")
 

@@ -236,8 +236,12 @@ _KEYS: list[ConfigKey] = [
               "moldau runs fetchers on the event loop.", HIGH, used=False),
     ConfigKey("auto.leader.rebalance.enable", BOOL, True, "Move leadership back to preferred "
               "replicas; accepted, unused.", HIGH, used=False),
-    ConfigKey("controlled.shutdown.enable", BOOL, True, "Hand over leadership before shutting "
-              "down; accepted, unused.", MEDIUM, used=False),
+    ConfigKey("controlled.shutdown.enable", BOOL, True, "On SIGTERM, ask the controller to move "
+              "this broker's leadership away before shutting down (clusters only).", MEDIUM),
+    ConfigKey("controlled.shutdown.max.retries", INT, 3, "Attempts at a controlled shutdown "
+              "(controller moved or unreachable, partitions still led).", MEDIUM, at_least(0)),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", LONG, 5000, "Pause between two attempts "
+              "at a controlled shutdown.", MEDIUM, at_least(0)),
     # -- groups and offsets ----------------------------------------------------------------
     ConfigKey("group.initial.rebalance.delay.ms", INT, 3000, "Wait for more members before the "
               "first rebalance of a new group.", MEDIUM),
@@ -342,8 +346,6 @@ KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
     "broker.session.timeout.ms",
     "client.quota.callback.class",
     "connection.failed.authentication.delay.ms",
-    "controlled.shutdown.max.retries",
-    "controlled.shutdown.retry.backoff.ms",
     "controller.listener.names",
     "controller.quorum.bootstrap.servers",
     "controller.quorum.voters",

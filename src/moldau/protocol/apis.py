@@ -25,6 +25,7 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+CONTROLLED_SHUTDOWN = 7
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 FIND_COORDINATOR = 10
@@ -58,6 +59,8 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(FETCH, "Fetch", 4, 17),
         ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),
         ApiRange(METADATA, "Metadata", 0, 12),
+        # v0 has a request header without client id: not offered (see protocol.schemas).
+        ApiRange(CONTROLLED_SHUTDOWN, "ControlledShutdown", 1, 3),
         # OffsetCommit v10 / OffsetFetch v10 name topics by id: not yet.
         ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9),
         ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 9),

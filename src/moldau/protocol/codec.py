@@ -14,11 +14,11 @@ from functools import cache
 from types import ModuleType
 from typing import Any, TypeVar, cast
 
-from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from .frames import FrameError
+from .schemas import payload_module, request_schema, response_schema
 from .validate import prepare_request
 
 T = TypeVar("T")
@@ -26,25 +26,25 @@ T = TypeVar("T")
 
 @cache
 def request_reader(api_key: int, version: int) -> tuple[type, Callable[..., Any]]:
-    cls = load_request_schema(api_key, version)
+    cls = request_schema(api_key, version)
     return cls, entity_reader(cls)
 
 
 @cache
 def response_writer(api_key: int, version: int) -> tuple[type, Callable[..., Any]]:
-    cls = load_response_schema(api_key, version)
+    cls = response_schema(api_key, version)
     return cls, entity_writer(cls)
 
 
 @cache
 def response_module(api_key: int, version: int) -> ModuleType:
     """The kio module holding the response class and its nested classes for this version."""
-    return load_payload_module(api_key, version, EntityType.response)
+    return payload_module(api_key, version, EntityType.response)
 
 
 @cache
 def request_module(api_key: int, version: int) -> ModuleType:
-    return load_payload_module(api_key, version, EntityType.request)
+    return payload_module(api_key, version, EntityType.request)
 
 
 def is_flexible(api_key: int, version: int) -> bool:

@@ -37,7 +37,6 @@ from functools import cache
 from types import NoneType, UnionType
 from typing import Any, Union, get_args, get_origin
 
-from kio.index import load_request_schema
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -52,6 +51,7 @@ from kio.serial.writers import write_unsigned_varint
 from kio.static.primitive import uvarint
 
 from .frames import MAX_TAGGED_FIELDS, FrameError
+from .schemas import request_schema
 
 MAX_ARRAY_ELEMENTS = 1_000_000
 MAX_STRING_BYTES = 0x7FFF
@@ -138,7 +138,7 @@ def encode_uvarint(value: int) -> bytes:
 @cache
 def validator(api_key: int, version: int) -> Validator:
     """The compiled checker of one request version (built on first use, then cached)."""
-    cls = load_request_schema(api_key, version)
+    cls = request_schema(api_key, version)
     return compile_validator(cls)
 
 

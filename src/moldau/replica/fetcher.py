@@ -29,7 +29,6 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.offset_for_leader_epoch.v4.request import (
@@ -41,6 +40,7 @@ from kio.serial import entity_reader, entity_writer
 
 from ..log.errors import LogError, StorageError
 from ..protocol.codec import build
+from ..protocol.schemas import response_schema
 from .errors import ReplicaError
 from .partition import Partition, Role, TopicPartition
 
@@ -62,7 +62,7 @@ _CLIENT_ID = b"moldau-replica-fetcher"
 Endpoint = Callable[[int], tuple[str, int] | None]
 
 
-class _Connection:
+class BrokerConnection:
     """Requests to one broker over one socket, answered in order (flexible versions only)."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -86,7 +86,7 @@ class _Connection:
         if got != correlation:
             raise ConnectionError(f"response {got} to request {correlation}")
         # Response header v1: correlation id, then tagged fields (none sent by brokers).
-        value, _ = entity_reader(load_response_schema(api_key, version))(frame, 5)
+        value, _ = entity_reader(response_schema(api_key, version))(frame, 5)
         return value
 
     def close(self) -> None:
@@ -144,7 +144,7 @@ class LeaderFetcher:
                          *address, exc)
                 await asyncio.sleep(RETRY_S)
                 continue
-            conn = _Connection(reader, writer)
+            conn = BrokerConnection(reader, writer)
             try:
                 while self._following():
                     if self._unchecked:
@@ -156,7 +156,7 @@ class LeaderFetcher:
             finally:
                 conn.close()
 
-    async def _truncate(self, conn: _Connection) -> None:
+    async def _truncate(self, conn: BrokerConnection) -> None:
         """OffsetForLeaderEpoch for every partition not checked yet, then truncate."""
         keys = [k for k in self._unchecked if k in self.partitions]
         self._unchecked.clear()
@@ -188,7 +188,7 @@ class LeaderFetcher:
             # Typically a new leader that has not applied its state yet: ask again soon.
             await asyncio.sleep(ERROR_PAUSE_S)
 
-    async def _fetch(self, conn: _Connection) -> None:
+    async def _fetch(self, conn: BrokerConnection) -> None:
         by_topic: dict[str, list[Partition]] = {}
         for p in self.partitions.values():
             if p.key not in self._unchecked:

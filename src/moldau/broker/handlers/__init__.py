@@ -17,6 +17,7 @@ def register_all(broker: Broker) -> None:
         cluster_info,
         configs,
         consumer_groups,
+        controlled_shutdown,
         fetch,
         group_admin,
         groups,
@@ -30,6 +31,7 @@ def register_all(broker: Broker) -> None:
 
     broker.register(apis.API_VERSIONS, api_versions.handle)
     broker.register(apis.METADATA, metadata.handle)
+    broker.register(apis.CONTROLLED_SHUTDOWN, controlled_shutdown.handle)
     broker.register(apis.PRODUCE, produce.handle)
     broker.register(apis.FETCH, fetch.handle)
     broker.register(apis.LIST_OFFSETS, list_offsets.handle)

@@ -1,0 +1,104 @@
+"""The broker's side of a controlled shutdown (Kafka's ``KafkaServer.controlledShutdown``).
+
+On SIGTERM, with ``controlled.shutdown.enable`` (the default) and a cluster, the broker hands
+its leadership over before it stops, so that clients move to the new leaders at once instead
+of waiting for its ZooKeeper session to end and a failover:
+
+1. it stops following leaders for good (``ClusterLink.begin_controlled_shutdown``): a broker
+   still fetching would be taken back into the ISRs the controller is about to take it out of;
+2. it sends ControlledShutdown(broker id, broker epoch) to the current controller and tries
+   again, ``controlled.shutdown.max.retries`` attempts in all, ``controlled.shutdown.retry.
+   backoff.ms`` apart, while the controller moved (NOT_CONTROLLER), cannot be reached, or
+   answers that partitions remain (ones with no other in-sync replica);
+3. it applies the new partition states at once (``ClusterLink.apply_led_states``): produce
+   and fetch for the partitions that moved get NOT_LEADER_OR_FOLLOWER from now on;
+4. a controller gives /controller up (``ClusterLink.resign_controller``), so that another
+   broker is elected while this one closes its connections and logs.
+
+Whatever happens, the broker then shuts down as before (a failed controlled shutdown only
+means the controller learns of it when the session ends, as with a kill).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from ..protocol.apis import CONTROLLED_SHUTDOWN
+from ..protocol.schemas import request_schema
+from ..replica.fetcher import BrokerConnection
+
+if TYPE_CHECKING:
+    from .cluster_link import ClusterLink
+
+log = logging.getLogger(__name__)
+
+#: The request version sent (the flexible one; every moldau broker takes it).
+VERSION = 3
+#: How long one attempt may wait for the controller's answer (controller.socket.timeout.ms).
+REQUEST_TIMEOUT_S = 30.0
+
+
+async def controlled_shutdown(link: ClusterLink, max_retries: int, backoff_ms: int) -> bool:
+    """Move this broker's leadership away (see the module docstring); True once the
+    controller answered with no partition remaining."""
+    await link.begin_controlled_shutdown()
+    done = False
+    try:
+        for attempt in range(1, max_retries + 1):
+            done = await _attempt(link, attempt, backoff_ms / 1000)
+            if done:
+                break
+            if attempt < max_retries:
+                log.info("controlled shutdown: retrying in %d ms", backoff_ms)
+                await asyncio.sleep(backoff_ms / 1000)
+        if not done:
+            log.warning("controlled shutdown did not complete after %d attempts; shutting "
+                        "down anyway", max_retries)
+        await link.apply_led_states()
+    finally:
+        if link.election.is_controller or link.election.controller_id == link.node_id:
+            await asyncio.to_thread(link.resign_controller)
+    return done
+
+
+async def _attempt(link: ClusterLink, attempt: int, wait_s: float) -> bool:
+    """One ControlledShutdown request to the controller; True when nothing remains."""
+    election = link.election
+    if election.controller_id < 0:  # mid-election: wait (bounded) for the next controller
+        await asyncio.to_thread(election.wait, lambda e: e.controller_id >= 0, wait_s)
+    controller = election.controller_id
+    address = link.endpoint_of(controller) if controller >= 0 else None
+    if address is None:
+        log.info("controlled shutdown attempt %d: no controller known", attempt)
+        return False
+    cls = request_schema(CONTROLLED_SHUTDOWN, VERSION)
+    request = cls(broker_id=link.node_id, broker_epoch=link.store.broker_epoch)
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(*address),
+                                                REQUEST_TIMEOUT_S)
+        conn = BrokerConnection(reader, writer)
+        try:
+            response = await asyncio.wait_for(conn.request(request), REQUEST_TIMEOUT_S)
+        finally:
+            conn.close()
+    except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError) as exc:
+        log.info("controlled shutdown attempt %d: controller %d at %s:%d unreachable (%s)",
+                 attempt, controller, *address, exc or type(exc).__name__)
+        return False
+    remaining = [(p.topic_name, int(p.partition_index)) for p in response.remaining_partitions]
+    if response.error_code != ErrorCode.none:
+        log.info("controlled shutdown attempt %d: controller %d answered %s", attempt,
+                 controller, response.error_code.name.upper())
+        return False
+    if remaining:
+        log.info("controlled shutdown attempt %d: %d partitions still led here (no other "
+                 "in-sync replica): %s", attempt, len(remaining),
+                 ", ".join(f"{t}-{p}" for t, p in sorted(remaining)[:10]))
+        return False
+    log.info("controlled shutdown: leadership moved away (attempt %d, controller %d)",
+             attempt, controller)
+    return True
