@@ -302,17 +302,16 @@ def test_sigterm_of_the_controller_elects_another_and_loses_nothing(cluster: Clu
 
 
 def test_controlled_shutdown_disabled_keeps_the_old_behaviour(cluster: Cluster) -> None:
-    topic = unique_topic_name("controlled-shutdown-disabled")
-    new_topic(cluster, topic)
-    controller = cluster.controller()
-    partition, victim = next((p, s.leader) for p in range(PARTITIONS)
-                             if (s := cluster.state(topic, p)).leader != controller)
+    victim = next(i for i in (1, 2, 3) if i != cluster.controller())
     broker = cluster.broker(victim)
     original = list(broker.overrides)
     broker.overrides = [*original, "controlled.shutdown.enable=false"]
+    topic = unique_topic_name("controlled-shutdown-disabled")
     try:
         broker.restart()
-        cluster.wait_healthy(topic)
+        new_topic(cluster, topic)  # created now, so that the victim leads one partition
+        partition = next(p for p in range(PARTITIONS)
+                         if cluster.state(topic, p).leader == victim)
         events = ZkEvents(cluster.zk, topic, partition, victim)
         eventually(lambda: len(events.events) >= 2, what="both watches set")
         sigterm(broker)

@@ -151,10 +151,32 @@ class ClusterLink:
         if self.fetchers is not None:
             await self.fetchers.stop()
 
-    async def begin_controlled_shutdown(self) -> None:
-        """Stop following leaders for good (the first step of a controlled shutdown)."""
+    async def begin_controlled_shutdown(self, drain_timeout_s: float) -> None:
+        """The first step of a controlled shutdown: stop following leaders for good, refuse
+        appends to the replicated partitions this broker leads and wait (at most
+        ``drain_timeout_s``) until their followers have everything. The leaders the
+        controller then picks hold every record written here, and no producer retries a
+        batch that was written but not acknowledged (it would be written twice)."""
         self.shutting_down = True
         await self.stop_fetchers()
+        led = [p for p in self._broker.replicas.all_partitions()
+               if p.is_leader and len(p.isr) > 1]
+        for p in led:
+            p.handing_over = True
+        started = time.monotonic()
+        codes = await self._broker.replicas.wait_for_acks(
+            [(p, p.log_end_offset) for p in led], drain_timeout_s)
+        behind = sum(code == ErrorCode.request_timed_out for code in codes)
+        log.info("controlled shutdown: appends to %d led partitions stopped, followers caught "
+                 "up in %.3f s%s", len(led), time.monotonic() - started,
+                 f" ({behind} still behind)" if behind else "")
+
+    def resume_appends(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Partitions the controller left here (no other in-sync replica) take appends again."""
+        for key in partitions:
+            hosted = self._broker.partition(*key)
+            if hosted is not None:
+                hosted.handing_over = False
 
     async def apply_led_states(self) -> None:
         """Read the states of the partitions this broker leads from ZooKeeper and apply them

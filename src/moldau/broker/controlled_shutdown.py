@@ -5,11 +5,18 @@ its leadership over before it stops, so that clients move to the new leaders at 
 of waiting for its ZooKeeper session to end and a failover:
 
 1. it stops following leaders for good (``ClusterLink.begin_controlled_shutdown``): a broker
-   still fetching would be taken back into the ISRs the controller is about to take it out of;
+   still fetching would be taken back into the ISRs the controller is about to take it out
+   of; and it stops appending to the replicated partitions it leads (NOT_LEADER_OR_FOLLOWER;
+   producers retry) until their followers have every record it wrote (at most
+   ``DRAIN_TIMEOUT_S``). So the next leader holds all of it, and no batch written here but
+   not yet acknowledged is sent again by its producer and written twice (moldau keeps no
+   producer sequence state yet to catch such a retry);
 2. it sends ControlledShutdown(broker id, broker epoch) to the current controller and tries
    again, ``controlled.shutdown.max.retries`` attempts in all, ``controlled.shutdown.retry.
    backoff.ms`` apart, while the controller moved (NOT_CONTROLLER), cannot be reached, or
-   answers that partitions remain (ones with no other in-sync replica);
+   answers that partitions remain (ones with no other in-sync replica) that another live
+   broker could still lead once in sync. Unlike Kafka it does not wait for partitions whose
+   other replicas are all gone (the last broker of a cluster stopping): nothing can change;
 3. it applies the new partition states at once (``ClusterLink.apply_led_states``): produce
    and fetch for the partitions that moved get NOT_LEADER_OR_FOLLOWER from now on;
 4. a controller gives /controller up (``ClusterLink.resign_controller``), so that another
@@ -22,6 +29,7 @@ means the controller learns of it when the session ends, as with a kill).
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from typing import TYPE_CHECKING
 
@@ -40,17 +48,20 @@ log = logging.getLogger(__name__)
 VERSION = 3
 #: How long one attempt may wait for the controller's answer (controller.socket.timeout.ms).
 REQUEST_TIMEOUT_S = 30.0
+#: Longest wait for the followers to fetch what this broker wrote before appends stopped.
+DRAIN_TIMEOUT_S = 5.0
 
 
 async def controlled_shutdown(link: ClusterLink, max_retries: int, backoff_ms: int) -> bool:
     """Move this broker's leadership away (see the module docstring); True once the
     controller answered with no partition remaining."""
-    await link.begin_controlled_shutdown()
+    await link.begin_controlled_shutdown(DRAIN_TIMEOUT_S)
     done = False
     try:
         for attempt in range(1, max_retries + 1):
-            done = await _attempt(link, attempt, backoff_ms / 1000)
-            if done:
+            outcome = await _attempt(link, attempt, backoff_ms / 1000)
+            done = outcome is _Outcome.DONE
+            if outcome is not _Outcome.RETRY:
                 break
             if attempt < max_retries:
                 log.info("controlled shutdown: retrying in %d ms", backoff_ms)
@@ -65,8 +76,14 @@ async def controlled_shutdown(link: ClusterLink, max_retries: int, backoff_ms: i
     return done
 
 
-async def _attempt(link: ClusterLink, attempt: int, wait_s: float) -> bool:
-    """One ControlledShutdown request to the controller; True when nothing remains."""
+class _Outcome(enum.Enum):
+    DONE = "nothing remains"
+    RETRY = "try again"
+    GIVE_UP = "what remains cannot move"
+
+
+async def _attempt(link: ClusterLink, attempt: int, wait_s: float) -> _Outcome:
+    """One ControlledShutdown request to the controller."""
     election = link.election
     if election.controller_id < 0:  # mid-election: wait (bounded) for the next controller
         await asyncio.to_thread(election.wait, lambda e: e.controller_id >= 0, wait_s)
@@ -74,7 +91,7 @@ async def _attempt(link: ClusterLink, attempt: int, wait_s: float) -> bool:
     address = link.endpoint_of(controller) if controller >= 0 else None
     if address is None:
         log.info("controlled shutdown attempt %d: no controller known", attempt)
-        return False
+        return _Outcome.RETRY
     cls = request_schema(CONTROLLED_SHUTDOWN, VERSION)
     request = cls(broker_id=link.node_id, broker_epoch=link.store.broker_epoch)
     try:
@@ -88,17 +105,28 @@ async def _attempt(link: ClusterLink, attempt: int, wait_s: float) -> bool:
     except (OSError, ConnectionError, TimeoutError, asyncio.IncompleteReadError) as exc:
         log.info("controlled shutdown attempt %d: controller %d at %s:%d unreachable (%s)",
                  attempt, controller, *address, exc or type(exc).__name__)
-        return False
+        return _Outcome.RETRY
     remaining = [(p.topic_name, int(p.partition_index)) for p in response.remaining_partitions]
     if response.error_code != ErrorCode.none:
         log.info("controlled shutdown attempt %d: controller %d answered %s", attempt,
                  controller, response.error_code.name.upper())
-        return False
+        return _Outcome.RETRY
     if remaining:
+        link.resume_appends(remaining)
         log.info("controlled shutdown attempt %d: %d partitions still led here (no other "
                  "in-sync replica): %s", attempt, len(remaining),
                  ", ".join(f"{t}-{p}" for t, p in sorted(remaining)[:10]))
-        return False
+        if not any(_others_live(link, topic, p) for topic, p in remaining):
+            log.info("controlled shutdown: no other live broker holds them; not waiting")
+            return _Outcome.GIVE_UP
+        return _Outcome.RETRY
     log.info("controlled shutdown: leadership moved away (attempt %d, controller %d)",
              attempt, controller)
-    return True
+    return _Outcome.DONE
+
+
+def _others_live(link: ClusterLink, topic: str, partition: int) -> bool:
+    """Whether another registered broker has a replica of the partition."""
+    live = link.store.brokers()
+    replicas = link.store.assignment(topic).get(partition, [])
+    return any(r != link.node_id and r in live for r in replicas)

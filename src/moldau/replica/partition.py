@@ -127,6 +127,9 @@ class Partition:
         self.on_leader_append: Callable[[TopicPartition, int], None] | None = None
         #: Set in a cluster: ISR changes are proposed to ZooKeeper instead of applied here.
         self.propose_isr: Callable[[Partition, frozenset[int]], None] | None = None
+        #: Set while this broker hands its leadership over (controlled shutdown): appends are
+        #: refused, so the new leader (an ISR member, caught up first) has every record.
+        self.handing_over = False
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, {self.role.value}, "
@@ -288,7 +291,7 @@ class Partition:
         before anything is written (NOT_ENOUGH_REPLICAS). Log errors pass through. The batches
         stay opaque bytes: the log patches their headers and writes them with one writev.
         """
-        if self.role is not Role.LEADER:
+        if self.role is not Role.LEADER or self.handing_over:
             raise ReplicaError(ErrorCode.not_leader_or_follower,
                                f"broker {self.local_id} is not the leader of "
                                f"{self.topic}-{self.partition}")
