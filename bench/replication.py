@@ -5,16 +5,21 @@
 Starts one broker alone (RF 1) and a local 3-broker cluster with its own ZooKeeper
 (``moldau.cluster.local_cluster``, free ports, a temporary directory), then measures:
 produce 1 KiB records with acks=all on RF 1 and on RF 3 with ``min.insync.replicas=2``
-(and their ratio); produce-to-ack latency percentiles at 5,000 records/s on RF 3; the time
-from kill -9 of a partition leader to the first acknowledged produce sent after it. Every
-loop is bounded in count and time.
+(and their ratio); produce-to-ack latency percentiles at 5,000 records/s on RF 3; failover
+after SIGTERM of a partition leader (a controlled shutdown): the time to the first
+acknowledged produce sent after it, the longest pause between two acks of an idempotent
+producer, and the produce-error window seen by a producer that does not retry; the time from
+kill -9 of a partition leader to the first acknowledged produce sent after it. Every loop is
+bounded in count and time.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import signal
 import socket
 import tempfile
 import threading
@@ -121,6 +126,72 @@ def _failover(cluster: LocalCluster, bootstrap: str, topic: str) -> dict[str, An
             else None}
 
 
+def _failover_sigterm(cluster: LocalCluster, bootstrap: str, topic: str) -> dict[str, Any]:
+    """SIGTERM the leader of partition 0 while two producers send to it every 5 ms: an
+    idempotent acks=all one (whose retries hide errors: its longest pause between two acks is
+    the stall) and an acks=all one with ``retries=0`` (every failed request is an error in
+    its delivery report: first to last error is the produce-error window)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    common = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0}
+    steady = Producer({**common, "enable.idempotence": True, "message.timeout.ms": 60000})
+    probe = Producer({**common, "retries": 0, "max.in.flight.requests.per.connection": 1,
+                      "message.timeout.ms": 60000})
+    acks: list[tuple[float, float]] = []  # (sent, acked) of the idempotent producer
+    errors: list[float] = []
+    lock = threading.Lock()
+
+    def on_steady(err: Any, _msg: Any, sent: float) -> None:
+        if err is None:
+            with lock:
+                acks.append((sent, time.monotonic()))
+
+    def on_probe(err: Any, _msg: Any) -> None:
+        if err is not None:
+            with lock:
+                errors.append(time.monotonic())
+
+    stopped_at = 0.0
+    deadline = time.monotonic() + 60
+    sent = 0
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        steady.produce(topic, b"s%d" % sent, partition=0,
+                       on_delivery=lambda e, m, t=now: on_steady(e, m, t))
+        probe.produce(topic, b"p%d" % sent, partition=0, on_delivery=on_probe)
+        sent += 1
+        if sent == 200:
+            proc = cluster.brokers[leader].proc
+            assert proc is not None
+            proc.send_signal(signal.SIGTERM)
+            stopped_at = time.monotonic()
+        if stopped_at and now > stopped_at + 5:
+            break
+        steady.poll(0.005)
+        probe.poll(0)
+    steady.flush(60)
+    probe.flush(60)
+    proc = cluster.brokers[leader].proc
+    assert proc is not None
+    proc.wait(30)
+    after = sorted(acked for sent_at, acked in acks if sent_at > stopped_at)
+    times = sorted(acked for _, acked in acks if acked > stopped_at - 1)
+    gap = max((b - a for a, b in itertools.pairwise(times)), default=None)
+    cluster._start_broker(cluster.brokers[leader])  # back for the next measurements
+    return {"workload": "failover_sigterm",
+            "seconds_to_first_ack": round(after[0] - stopped_at, 3) if after else None,
+            "longest_ack_pause_s": round(gap, 3) if gap is not None else None,
+            "produce_errors": len(errors),
+            "produce_error_window_s": round(errors[-1] - errors[0], 3) if errors else 0.0}
+
+
+def _three_live(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(admin.list_topics(timeout=10).brokers) < 3:
+        time.sleep(0.2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="10x fewer records")
@@ -157,6 +228,9 @@ def main() -> None:
                 topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
                 print(json.dumps(_latency(spec.bootstrap, topic, 5000,
                                           1 if args.quick else 5, idempotent)), flush=True)
+            topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
+            print(json.dumps(_failover_sigterm(cluster, spec.bootstrap, topic)), flush=True)
+            _three_live(spec.bootstrap)
             topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
             print(json.dumps(_failover(cluster, spec.bootstrap, topic)), flush=True)
         finally:

@@ -171,6 +171,16 @@ class ClusterLink:
                  "up in %.3f s%s", len(led), time.monotonic() - started,
                  f" ({behind} still behind)" if behind else "")
 
+    def has_fetching_follower(self, topic: str, partition: int, within_ms: int) -> bool:
+        """Whether a follower of a partition led here fetched in the last ``within_ms``."""
+        hosted = self._broker.partition(topic, partition)
+        if hosted is None or not hosted.is_leader:
+            return False
+        now = broker_now_ms()
+        return any(state is not None and now - state.last_fetch_ms <= within_ms
+                   for r in hosted.replicas if r != self.node_id
+                   for state in (hosted.follower(r),))
+
     def resume_appends(self, partitions: Sequence[tuple[str, int]]) -> None:
         """Partitions the controller left here (no other in-sync replica) take appends again."""
         for key in partitions:

@@ -14,9 +14,10 @@ of waiting for its ZooKeeper session to end and a failover:
 2. it sends ControlledShutdown(broker id, broker epoch) to the current controller and tries
    again, ``controlled.shutdown.max.retries`` attempts in all, ``controlled.shutdown.retry.
    backoff.ms`` apart, while the controller moved (NOT_CONTROLLER), cannot be reached, or
-   answers that partitions remain (ones with no other in-sync replica) that another live
-   broker could still lead once in sync. Unlike Kafka it does not wait for partitions whose
-   other replicas are all gone (the last broker of a cluster stopping): nothing can change;
+   answers that partitions remain (ones with no other in-sync replica) of which a follower
+   is still fetching here (it may catch up, join the ISR and take over). Unlike Kafka it does
+   not wait when no follower fetches any more (the last broker of a cluster, or every broker
+   stopping at once): nothing would change;
 3. it applies the new partition states at once (``ClusterLink.apply_led_states``): produce
    and fetch for the partitions that moved get NOT_LEADER_OR_FOLLOWER from now on;
 4. a controller gives /controller up (``ClusterLink.resign_controller``), so that another
@@ -50,6 +51,8 @@ VERSION = 3
 REQUEST_TIMEOUT_S = 30.0
 #: Longest wait for the followers to fetch what this broker wrote before appends stopped.
 DRAIN_TIMEOUT_S = 5.0
+#: A follower that fetched this recently is still replicating (fetches wait at most 500 ms).
+FETCHING_WITHIN_MS = 1500
 
 
 async def controlled_shutdown(link: ClusterLink, max_retries: int, backoff_ms: int) -> bool:
@@ -116,17 +119,12 @@ async def _attempt(link: ClusterLink, attempt: int, wait_s: float) -> _Outcome:
         log.info("controlled shutdown attempt %d: %d partitions still led here (no other "
                  "in-sync replica): %s", attempt, len(remaining),
                  ", ".join(f"{t}-{p}" for t, p in sorted(remaining)[:10]))
-        if not any(_others_live(link, topic, p) for topic, p in remaining):
-            log.info("controlled shutdown: no other live broker holds them; not waiting")
+        if not any(link.has_fetching_follower(topic, p, FETCHING_WITHIN_MS)
+                   for topic, p in remaining):
+            log.info("controlled shutdown: no follower of theirs is fetching; not waiting")
             return _Outcome.GIVE_UP
         return _Outcome.RETRY
     log.info("controlled shutdown: leadership moved away (attempt %d, controller %d)",
              attempt, controller)
     return _Outcome.DONE
 
-
-def _others_live(link: ClusterLink, topic: str, partition: int) -> bool:
-    """Whether another registered broker has a replica of the partition."""
-    live = link.store.brokers()
-    replicas = link.store.assignment(topic).get(partition, [])
-    return any(r != link.node_id and r in live for r in replicas)
