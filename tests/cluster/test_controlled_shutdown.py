@@ -366,3 +366,19 @@ def test_controlled_shutdown_errors(cluster: Cluster) -> None:
     # Nothing moved: every broker still registered and serving.
     assert all(b.is_running() for b in cluster.brokers)
     assert cluster.broker_epoch(other) == epoch
+
+
+def test_a_lone_broker_advertises_it_and_answers_for_itself(broker: BrokerProcess) -> None:
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    with WireClient.to(broker.bootstrap) as client:
+        versions = client.request(ApiVersionsRequest(client_software_name="t",
+                                                     client_software_version="1"))
+        advertised = {int(k.api_key): (int(k.min_version), int(k.max_version))
+                      for k in versions.api_keys}
+        assert advertised[CONTROLLED_SHUTDOWN] == (1, 3)
+        client.send_raw(_v2_request(0, -1, 7))  # its own id (node.id 0): nothing to move
+        assert _v2_answer(client, 7) == (0, 0)
+        client.send_raw(_v2_request(5, -1, 8))
+        assert _v2_answer(client, 8) == (8, 0)  # BROKER_NOT_AVAILABLE
+    assert broker.is_running()

@@ -171,15 +171,20 @@ class ClusterLink:
                  "up in %.3f s%s", len(led), time.monotonic() - started,
                  f" ({behind} still behind)" if behind else "")
 
-    def has_fetching_follower(self, topic: str, partition: int, within_ms: int) -> bool:
-        """Whether a follower of a partition led here fetched in the last ``within_ms``."""
+    def follower_fetched(self, topic: str, partition: int, since_ms: int) -> bool:
+        """Whether a follower of a partition led here fetched at ``since_ms`` or later."""
         hosted = self._broker.partition(topic, partition)
         if hosted is None or not hosted.is_leader:
             return False
-        now = broker_now_ms()
-        return any(state is not None and now - state.last_fetch_ms <= within_ms
+        return any(state is not None and state.last_fetch_ms >= since_ms
                    for r in hosted.replicas if r != self.node_id
                    for state in (hosted.follower(r),))
+
+    def follower_registered(self, topic: str, partition: int) -> bool:
+        """Whether another replica of the partition is on a registered broker."""
+        live = self.store.brokers()
+        return any(r != self.node_id and r in live
+                   for r in self.store.assignment(topic).get(partition, ()))
 
     def resume_appends(self, partitions: Sequence[tuple[str, int]]) -> None:
         """Partitions the controller left here (no other in-sync replica) take appends again."""

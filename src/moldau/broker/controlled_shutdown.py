@@ -16,8 +16,8 @@ of waiting for its ZooKeeper session to end and a failover:
    backoff.ms`` apart, while the controller moved (NOT_CONTROLLER), cannot be reached, or
    answers that partitions remain (ones with no other in-sync replica) of which a follower
    is still fetching here (it may catch up, join the ISR and take over). Unlike Kafka it does
-   not wait when no follower fetches any more (the last broker of a cluster, or every broker
-   stopping at once): nothing would change;
+   not wait when no registered follower fetches after the answer (``FETCH_CHECK_S``; the
+   last broker of a cluster, or every broker stopping at once): nothing would change;
 3. it applies the new partition states at once (``ClusterLink.apply_led_states``): produce
    and fetch for the partitions that moved get NOT_LEADER_OR_FOLLOWER from now on;
 4. a controller gives /controller up (``ClusterLink.resign_controller``), so that another
@@ -39,6 +39,7 @@ from kio.schema.errors import ErrorCode
 from ..protocol.apis import CONTROLLED_SHUTDOWN
 from ..protocol.schemas import request_schema
 from ..replica.fetcher import BrokerConnection
+from .broker import now_ms
 
 if TYPE_CHECKING:
     from .cluster_link import ClusterLink
@@ -51,8 +52,9 @@ VERSION = 3
 REQUEST_TIMEOUT_S = 30.0
 #: Longest wait for the followers to fetch what this broker wrote before appends stopped.
 DRAIN_TIMEOUT_S = 5.0
-#: A follower that fetched this recently is still replicating (fetches wait at most 500 ms).
-FETCHING_WITHIN_MS = 1500
+#: A follower still replicating fetches again within this long (a fetch waits at most
+#: 500 ms on the leader).
+FETCH_CHECK_S = 1.0
 
 
 async def controlled_shutdown(link: ClusterLink, max_retries: int, backoff_ms: int) -> bool:
@@ -70,8 +72,7 @@ async def controlled_shutdown(link: ClusterLink, max_retries: int, backoff_ms: i
                 log.info("controlled shutdown: retrying in %d ms", backoff_ms)
                 await asyncio.sleep(backoff_ms / 1000)
         if not done:
-            log.warning("controlled shutdown did not complete after %d attempts; shutting "
-                        "down anyway", max_retries)
+            log.warning("controlled shutdown did not complete; shutting down anyway")
         await link.apply_led_states()
     finally:
         if link.election.is_controller or link.election.controller_id == link.node_id:
@@ -119,8 +120,7 @@ async def _attempt(link: ClusterLink, attempt: int, wait_s: float) -> _Outcome:
         log.info("controlled shutdown attempt %d: %d partitions still led here (no other "
                  "in-sync replica): %s", attempt, len(remaining),
                  ", ".join(f"{t}-{p}" for t, p in sorted(remaining)[:10]))
-        if not any(link.has_fetching_follower(topic, p, FETCHING_WITHIN_MS)
-                   for topic, p in remaining):
+        if not await _followers_fetching(link, remaining):
             log.info("controlled shutdown: no follower of theirs is fetching; not waiting")
             return _Outcome.GIVE_UP
         return _Outcome.RETRY
@@ -128,3 +128,17 @@ async def _attempt(link: ClusterLink, attempt: int, wait_s: float) -> _Outcome:
              attempt, controller)
     return _Outcome.DONE
 
+
+async def _followers_fetching(link: ClusterLink, partitions: list[tuple[str, int]]) -> bool:
+    """Whether a registered follower of one of ``partitions`` fetches from here within
+    ``FETCH_CHECK_S``: only such a follower can still join the ISR and take over."""
+    since = now_ms()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FETCH_CHECK_S
+    while True:
+        if any(link.follower_fetched(topic, p, since) for topic, p in partitions):
+            return True
+        if loop.time() > deadline or not any(link.follower_registered(topic, p)
+                                             for topic, p in partitions):
+            return False
+        await asyncio.sleep(0.05)

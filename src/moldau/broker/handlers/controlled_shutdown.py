@@ -13,7 +13,6 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ...cluster.controlled_shutdown import ShutdownAnswer
 from ...protocol.codec import build
 from ..broker import RequestContext
 
@@ -21,15 +20,17 @@ from ..broker import RequestContext
 async def handle(request: Any, ctx: RequestContext) -> Any:
     broker = ctx.broker
     broker_epoch = getattr(request, "broker_epoch", -1)  # v1 has none: not checked
+    remaining: tuple[tuple[str, int], ...] = ()
     if broker.cluster is not None:
         answer = await broker.cluster.controlled_shutdown_request(request.broker_id,
                                                                   broker_epoch)
+        code, remaining = answer.code, answer.remaining
     elif request.broker_id == broker.node_id:
-        answer = ShutdownAnswer(ErrorCode.none)
+        code = ErrorCode.none
     else:
-        answer = ShutdownAnswer(ErrorCode.broker_not_available)
+        code = ErrorCode.broker_not_available
     m = ctx.resp
-    return build(m.ControlledShutdownResponse, error_code=answer.code,
+    return build(m.ControlledShutdownResponse, error_code=code,
                  remaining_partitions=tuple(
                      build(m.RemainingPartition, topic_name=topic, partition_index=partition)
-                     for topic, partition in answer.remaining))
+                     for topic, partition in remaining))
