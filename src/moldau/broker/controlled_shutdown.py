@@ -32,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -52,6 +53,8 @@ VERSION = 3
 REQUEST_TIMEOUT_S = 30.0
 #: Longest wait for the followers to fetch what this broker wrote before appends stopped.
 DRAIN_TIMEOUT_S = 5.0
+#: Longest a ZooKeeper step of the shutdown may take (ZooKeeper may be unreachable).
+ZOOKEEPER_STEP_TIMEOUT_S = 5.0
 #: A follower still replicating fetches again within this long (a fetch waits at most
 #: 500 ms on the leader).
 FETCH_CHECK_S = 1.0
@@ -73,11 +76,20 @@ async def controlled_shutdown(link: ClusterLink, max_retries: int, backoff_ms: i
                 await asyncio.sleep(backoff_ms / 1000)
         if not done:
             log.warning("controlled shutdown did not complete; shutting down anyway")
-        await link.apply_led_states()
+        await _bounded(link.apply_led_states(), "applying the new partition states")
     finally:
         if link.election.is_controller or link.election.controller_id == link.node_id:
-            await asyncio.to_thread(link.resign_controller)
+            await _bounded(asyncio.to_thread(link.resign_controller),
+                           "resigning as controller")
     return done
+
+
+async def _bounded(work: Coroutine[Any, Any, None], what: str) -> None:
+    """ZooKeeper may be unreachable: never let a step keep the broker from stopping."""
+    try:
+        await asyncio.wait_for(work, ZOOKEEPER_STEP_TIMEOUT_S)
+    except Exception as exc:
+        log.warning("controlled shutdown: %s failed: %s: %s", what, type(exc).__name__, exc)
 
 
 class _Outcome(enum.Enum):
