@@ -11,7 +11,9 @@ kazoo's client or touches ZooKeeper). It owns:
   the hosted ``Partition`` lead at that epoch with that ISR, any other makes it follow. Older
   epochs are ignored by ``Partition`` itself, so a late watch event cannot undo a newer one;
 - the hosting of partitions: when a topic appears, grows or is deleted in ZooKeeper, this
-  broker makes (or deletes) the logs of the partitions assigned to it.
+  broker makes (or deletes) the logs of the partitions assigned to it;
+- the ``LeaderElector`` (preferred and requested elections, ElectLeaders), which also acts
+  only on the controller.
 
 ZooKeeper calls block, so they run on kazoo's threads (watch callbacks), the controller's
 thread or ``asyncio.to_thread``; whatever touches partitions is handed to the event loop with
@@ -36,6 +38,7 @@ from ..cluster.assignment import AssignmentError
 from ..cluster.controlled_shutdown import ShutdownAnswer
 from ..cluster.controller import Controller
 from ..cluster.controller_election import ControllerElection
+from ..cluster.leader_election import ElectionOutcome, LeaderElector
 from ..cluster.metadata import TopicMetadata
 from ..cluster.zk_states import PartitionStateCache
 from ..cluster.zookeeper import TopicExistsError, ZkMetadataStore, ZkStoreError
@@ -94,6 +97,13 @@ class ClusterLink:
         self.election = ControllerElection(self.store, on_elected=self._on_elected)
         self.controller = Controller(self.store, self.election,
                                      unclean_default=self._unclean_enabled)
+        self.elector = LeaderElector(
+            self.store, self.election, self.states,
+            auto_rebalance=config.auto_leader_rebalance_enable,
+            check_interval_s=config.leader_imbalance_check_interval_seconds,
+            imbalance_percentage=config.leader_imbalance_per_broker_percentage)
+        #: ElectLeaders requests waiting until this broker's cache has their new states.
+        self._state_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -134,6 +144,7 @@ class ClusterLink:
                 log.info("%s; waiting for its session to expire", exc)
                 time.sleep(0.5)
         self.controller.start()
+        self.elector.start()
         self.election.start()
         self._registered = True
 
@@ -224,6 +235,7 @@ class ClusterLink:
     def close(self) -> None:
         """End the session (registration and /controller go at once); safe at any stage."""
         self.controller.stop()
+        self.elector.stop()
         if self._registered:
             self.election.stop()
         if self._store_started:
@@ -259,10 +271,11 @@ class ClusterLink:
 
     def _on_elected(self, lease: object) -> None:
         self.controller.elected(lease)  # type: ignore[arg-type]
+        self.elector.poke()
 
     def _on_state(self, topic: str, partition: int, state: znodes.PartitionState | None) -> None:
         if state is not None:
-            self._call(self._apply, topic, partition, state)
+            self._call(self._state_changed, topic, partition, state)
 
     def _call(self, func: Any, *args: Any) -> None:
         loop = self._loop
@@ -272,6 +285,11 @@ class ClusterLink:
             loop.call_soon_threadsafe(func, *args)
 
     # -- on the event loop ---------------------------------------------------------------------
+
+    def _state_changed(self, topic: str, partition: int, state: znodes.PartitionState) -> None:
+        self._apply(topic, partition, state)
+        if self._state_waiters:
+            self._wake_state_waiters(topic, partition, state.zk_version)
 
     def _apply(self, topic: str, partition: int, state: znodes.PartitionState) -> None:
         """Make the hosted partition lead or follow as ``state`` says."""
@@ -462,6 +480,52 @@ class ClusterLink:
                            "completed it yet.") from None
         finally:
             self._deleted.pop(name, None)
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: set[tuple[str, int]] | None,
+                            timeout_s: float) -> dict[tuple[str, int], ElectionOutcome]:
+        """ElectLeaders: the controller elects, then the answer waits (at most ``timeout_s``)
+        until this broker's state cache, and so its Metadata, shows the new leaders."""
+        assert self._loop is not None
+        deadline = self._loop.time() + timeout_s
+        future = asyncio.wrap_future(self.elector.elect(election_type, partitions))
+        try:
+            outcomes = await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            return dict.fromkeys(partitions or (), ElectionOutcome(ErrorCode.request_timed_out))
+        except Exception as exc:  # ZooKeeper unreachable
+            log.info("ElectLeaders failed: %s: %s", type(exc).__name__, exc)
+            return dict.fromkeys(partitions or (), ElectionOutcome(
+                ErrorCode.unknown_server_error, None))
+        waits = {key: self._state_seen(key, o.zk_version)
+                 for key, o in outcomes.items() if o.code == ErrorCode.none}
+        if waits:
+            await asyncio.wait(waits.values(), timeout=max(0.0, deadline - self._loop.time()))
+        for key, seen in waits.items():
+            if not seen.done():
+                seen.cancel()
+                outcomes[key] = ElectionOutcome(ErrorCode.request_timed_out)
+        return outcomes
+
+    def _state_seen(self, key: tuple[str, int], zk_version: int) -> asyncio.Future[None]:
+        """Done once the cached state of ``key`` is at ``zk_version`` or later."""
+        assert self._loop is not None
+        future: asyncio.Future[None] = self._loop.create_future()
+        state = self.states.get(*key)
+        if state is not None and state.zk_version >= zk_version:
+            future.set_result(None)
+        else:
+            self._state_waiters.setdefault(key, []).append((zk_version, future))
+        return future
+
+    def _wake_state_waiters(self, topic: str, partition: int, zk_version: int) -> None:
+        waiting = self._state_waiters.pop((topic, partition), [])
+        still = [(v, f) for v, f in waiting if not f.done() and v > zk_version]
+        for v, f in waiting:
+            if v <= zk_version and not f.done():
+                f.set_result(None)
+        if still:
+            self._state_waiters[(topic, partition)] = still
 
     async def next_producer_id(self) -> int:
         return await asyncio.to_thread(self.store.next_producer_id)

@@ -1,8 +1,10 @@
-"""``moldau cluster``: run a local cluster (``up``) and look at any cluster (``status``).
+"""``moldau cluster``: run a local cluster (``up``), look at any cluster (``status``) and
+move its leaders (``elect-leaders``).
 
 ``up`` is a process supervisor, not a client: it starts Debian's ZooKeeper and N brokers as
 child processes (``moldau.cluster.local_cluster``) and stops them on Ctrl-C or SIGTERM.
-``status`` is an ordinary Kafka client (``cluster_status``).
+``status`` and ``elect-leaders`` are ordinary Kafka clients (``cluster_status``,
+``elect_leaders``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from types import FrameType
 
 import click
 
+from . import elect_leaders
 from .cluster_status import gather, print_status
 from .connection import Connection, connection_options
 from .errors import CliError
@@ -136,3 +139,20 @@ def status(conn: Connection, fmt: str) -> None:
         click.echo(json.dumps(result.as_json(), indent=2))
     else:
         print_status(result)
+
+
+@cluster_group.command("elect-leaders")
+@click.option("--topic", metavar="TOPIC", help="Only this topic (default: every partition).")
+@click.option("--partition", type=click.IntRange(min=0), metavar="N",
+              help="Only this partition of --topic.")
+@click.option("--type", "election_type", type=click.Choice(sorted(elect_leaders.TYPES)),
+              default="preferred", show_default=True,
+              help="preferred: leadership back to the first replica of each partition; "
+                   "unclean: a leader for partitions without one, even out of sync "
+                   "(may lose records).")
+@connection_options
+def elect_leaders_command(conn: Connection, topic: str | None, partition: int | None,
+                          election_type: str) -> None:
+    """Ask the controller to elect leaders (Kafka's kafka-leader-election)."""
+    results = elect_leaders.elect(conn, election_type, topic, partition)
+    elect_leaders.print_results(results, election_type)

@@ -36,6 +36,7 @@ CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 ADMIN = "/admin"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -276,6 +277,23 @@ def decode_partition_state(data: bytes, zk_version: int) -> PartitionState:
     return PartitionState(int(doc["leader"]), int(doc["leader_epoch"]),
                           tuple(int(b) for b in doc["isr"]), int(doc["controller_epoch"]),
                           zk_version, int(doc.get("leader_recovery_state", 0)))
+
+
+# --- /admin/preferred_replica_election -------------------------------------------------------
+
+def encode_preferred_replica_election(partitions: Iterable[tuple[str, int]]) -> bytes:
+    """What Kafka's ZooKeeper tools write to ask the controller for preferred leaders."""
+    return dumps({"version": 1, "partitions": [{"topic": t, "partition": p}
+                                                for t, p in partitions]})
+
+
+def decode_preferred_replica_election(data: bytes) -> set[tuple[str, int]]:
+    """The (topic, partition) pairs asked for; ValueError when the JSON is not Kafka's."""
+    try:
+        doc = json.loads(data)
+        return {(str(e["topic"]), int(e["partition"])) for e in doc["partitions"]}
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"not a preferred replica election request: {exc!r}") from None
 
 
 # --- /config/<type>/<name> and change notifications ------------------------------------------

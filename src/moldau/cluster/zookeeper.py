@@ -378,6 +378,16 @@ class ZkMetadataStore:
         assert isinstance(new_stat, ZnodeStat)
         return int(new_stat.version)
 
+    def delete_preferred_replica_election(self, controller_epoch_zk_version: int) -> None:
+        """The controller's delete of /admin/preferred_replica_election once carried out."""
+        txn = self.client.transaction()
+        txn.check(znodes.CONTROLLER_EPOCH, controller_epoch_zk_version)
+        txn.delete(znodes.PREFERRED_REPLICA_ELECTION)
+        results = txn.commit()
+        if isinstance(results[1], NoNodeError):
+            return  # already gone
+        self._commit_fenced(results, "delete the preferred replica election")
+
     @staticmethod
     def _commit_fenced(results: list[object], what: str) -> list[object]:
         """Raise ControllerMovedError when the epoch check (first op) failed."""

@@ -680,6 +680,18 @@ class BrokerConfig:
         return self._int("replica.fetch.backoff.ms")
 
     @property
+    def auto_leader_rebalance_enable(self) -> bool:
+        return self._bool("auto.leader.rebalance.enable")
+
+    @property
+    def leader_imbalance_check_interval_seconds(self) -> int:
+        return self._int("leader.imbalance.check.interval.seconds")
+
+    @property
+    def leader_imbalance_per_broker_percentage(self) -> int:
+        return self._int("leader.imbalance.per.broker.percentage")
+
+    @property
     def replica_lag_time_max_ms(self) -> int:
         return self._int("replica.lag.time.max.ms")
 

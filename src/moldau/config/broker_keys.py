@@ -234,8 +234,12 @@ _KEYS: list[ConfigKey] = [
               "watermarks are written to disk.", HIGH),
     ConfigKey("num.replica.fetchers", INT, 1, "Fetcher threads per source broker; accepted, "
               "moldau runs fetchers on the event loop.", HIGH, used=False),
-    ConfigKey("auto.leader.rebalance.enable", BOOL, True, "Move leadership back to preferred "
-              "replicas; accepted, unused.", HIGH, used=False),
+    ConfigKey("auto.leader.rebalance.enable", BOOL, True, "The controller moves leadership "
+              "back to preferred replicas when a broker's leader imbalance is too high.", HIGH),
+    ConfigKey("leader.imbalance.check.interval.seconds", LONG, 300, "How often the controller "
+              "checks the leader imbalance.", HIGH, at_least(1)),
+    ConfigKey("leader.imbalance.per.broker.percentage", INT, 10, "Share of a broker's "
+              "preferred partitions led elsewhere above which leadership is moved back.", HIGH),
     ConfigKey("controlled.shutdown.enable", BOOL, True, "On SIGTERM, ask the controller to move "
               "this broker's leadership away before shutting down (clusters only).", MEDIUM),
     ConfigKey("controlled.shutdown.max.retries", INT, 3, "Attempts at a controlled shutdown "
@@ -363,8 +367,6 @@ KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
     "inter.broker.protocol.version",
     "kafka.metrics.polling.interval.secs",
     "kafka.metrics.reporters",
-    "leader.imbalance.check.interval.seconds",
-    "leader.imbalance.per.broker.percentage",
     "log.dir.failure.timeout.ms",
     "log.initial.task.delay.ms",
     "max.incremental.fetch.session.cache.slots",

@@ -46,6 +46,7 @@ ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
+ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
@@ -82,6 +83,7 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
         ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
+        ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2),
         ApiRange(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
         ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),

@@ -18,6 +18,7 @@ def register_all(broker: Broker) -> None:
         configs,
         consumer_groups,
         controlled_shutdown,
+        elect_leaders,
         fetch,
         group_admin,
         groups,
@@ -45,6 +46,7 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.OFFSET_FOR_LEADER_EPOCH, records.handle_offset_for_leader_epoch)
     broker.register(apis.DESCRIBE_LOG_DIRS, cluster_info.handle_describe_log_dirs)
     broker.register(apis.DESCRIBE_CLUSTER, cluster_info.handle_describe_cluster)
+    broker.register(apis.ELECT_LEADERS, elect_leaders.handle_elect_leaders)
     broker.register(apis.INIT_PRODUCER_ID, producer_ids.handle)
     broker.register(apis.FIND_COORDINATOR, groups.handle_find_coordinator)
     broker.register(apis.JOIN_GROUP, groups.handle_join_group)
