@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import (
+    Consumer,
     ElectionType,
     KafkaError,
     KafkaException,
@@ -37,7 +38,6 @@ from tests.integration.wire import WireClient
 
 from .helpers import eventually, raw_client
 from .test_cluster_brokers import SESSION_TIMEOUT_MS, describe, start_cluster
-from .test_replication import read_all
 
 Assignment = list[list[int]]
 
@@ -102,6 +102,27 @@ def elect(brokers: list[BrokerProcess], election_type: ElectionType,
             for tp, err in result.items()}
 
 
+def read_to_end(bootstrap: str, topic: str, timeout: float = 60.0) -> list[bytes]:
+    """Every record of partition 0 up to its high watermark (duplicates included)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    try:
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        position = 0
+        deadline = time.monotonic() + timeout
+        while position < end and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+                position = msg.offset() + 1
+        assert position >= end, f"read to {position} of {end} within {timeout:.0f} s"
+        return got
+    finally:
+        consumer.close()
+
+
 class AckedProducer:
     """An idempotent acks=all producer writing to one partition on a thread of its own."""
 
@@ -138,7 +159,7 @@ class AckedProducer:
 
     def check(self, bootstrap: str) -> None:
         assert not self.failed, self.failed[:3]
-        got = read_all(bootstrap, self.topic, 1, len(self.acked))[0]
+        got = read_to_end(bootstrap, self.topic)
         assert set(self.acked) <= set(got), \
             f"lost {len(set(self.acked) - set(got))} acknowledged records"
         first = list(dict.fromkeys(got))
@@ -318,3 +339,36 @@ def test_single_node_has_nothing_to_elect(broker: BrokerProcess, topic_name: str
                  [TopicPartition(topic_name, 0), TopicPartition(topic_name, 2)]) == {
         (topic_name, 0): KafkaError.ELECTION_NOT_NEEDED,
         (topic_name, 2): KafkaError.UNKNOWN_TOPIC_OR_PART}
+
+
+def test_cli_elect_leaders_on_a_single_node_and_its_errors(broker: BrokerProcess,
+                                                           topic_name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(timeout=30)
+    done = run_moldau("cluster", "elect-leaders", "--topic", topic_name, "--type", "PREFERRED",
+                      bootstrap=broker.bootstrap)
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[:2] for line in done.stdout.splitlines()
+            if "not needed" in line] == [[topic_name, "0"], [topic_name, "1"]], done.stdout
+    everything = run_moldau("cluster", "elect-leaders", bootstrap=broker.bootstrap)
+    assert everything.returncode == 0, everything.stderr
+    assert everything.stdout.strip() == "No partition needed a preferred leader election."
+    missing = run_moldau("cluster", "elect-leaders", "--topic", topic_name, "--partition", "7",
+                         "--type", "unclean", bootstrap=broker.bootstrap)
+    assert missing.returncode == 1
+    assert "does not host this topic-partition" in missing.stdout.lower() or \
+        "UNKNOWN_TOPIC_OR_PART" in missing.stdout, missing.stdout
+    assert missing.stderr.strip() == "Error: 1 of 1 partitions could not be elected"
+    for args, error in (
+            (["--partition", "0"], "Error: --partition needs --topic"),
+            (["--topic", topic_name + "-nope"],
+             f"Error: topic '{topic_name}-nope' does not exist"),
+            (["-b", "127.0.0.1:1"], "Error: cannot reach a broker at 127.0.0.1:1")):
+        result = run_moldau("cluster", "elect-leaders", *args, bootstrap=broker.bootstrap)
+        assert result.returncode == 1 and result.stdout == "", result
+        assert len(result.stderr.strip().splitlines()) == 1 and error in result.stderr, result
+    for args, error in ((["--type", "dirty"], "'dirty' is not one of"),
+                        (["--election-type", "PREFERRED"], "takes --type preferred|unclean")):
+        result = run_moldau("cluster", "elect-leaders", *args, bootstrap=broker.bootstrap)
+        assert result.returncode == 2, result
+        assert error in result.stderr.strip().splitlines()[-1], result

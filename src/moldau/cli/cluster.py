@@ -145,7 +145,8 @@ def status(conn: Connection, fmt: str) -> None:
 @click.option("--topic", metavar="TOPIC", help="Only this topic (default: every partition).")
 @click.option("--partition", type=click.IntRange(min=0), metavar="N",
               help="Only this partition of --topic.")
-@click.option("--type", "election_type", type=click.Choice(sorted(elect_leaders.TYPES)),
+@click.option("--type", "election_type",
+              type=click.Choice(sorted(elect_leaders.TYPES), case_sensitive=False),
               default="preferred", show_default=True,
               help="preferred: leadership back to the first replica of each partition; "
                    "unclean: a leader for partitions without one, even out of sync "
@@ -154,5 +155,6 @@ def status(conn: Connection, fmt: str) -> None:
 def elect_leaders_command(conn: Connection, topic: str | None, partition: int | None,
                           election_type: str) -> None:
     """Ask the controller to elect leaders (Kafka's kafka-leader-election)."""
+    election_type = election_type.lower()
     results = elect_leaders.elect(conn, election_type, topic, partition)
     elect_leaders.print_results(results, election_type)

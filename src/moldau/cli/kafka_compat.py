@@ -41,6 +41,10 @@ KAFKA_FLAG_HINTS: dict[str, str] = {
                         "--timeout",
     "--version": "moldau --version (before any command) or moldau version",
     "--formatter": "moldau consume prints text (with --print-* flags) or --format json",
+    "--election-type": "moldau cluster elect-leaders takes --type preferred|unclean",
+    "--all-topic-partitions": "moldau cluster elect-leaders without --topic elects for every "
+                              "partition",
+    "--path-to-json-file": "moldau cluster elect-leaders takes --topic T [--partition N]",
 }
 
 
