@@ -79,6 +79,8 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
     apis.CREATE_PARTITIONS: {"results": _m("topics")},
     apis.DELETE_GROUPS: {"results": _m("groups_names", "group_id")},
     apis.CONSUMER_GROUP_DESCRIBE: {"groups": _m("group_ids", "group_id")},
+    apis.ELECT_LEADERS: {"replica_election_results": _m(
+        "topic_partitions", partition_result=_m("partitions", "partition_id"))},
 }
 
 #: Response fields copied from the matching request element, with the request's other names.
@@ -89,6 +91,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "index": ("index",),
     "partition": ("partition",),
     "partition_index": ("partition_index", "partition"),
+    "partition_id": ("partition_id",),
     "group_id": ("group_id",),
     "key": ("key",),
     "resource_type": ("resource_type",),
