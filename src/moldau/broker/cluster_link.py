@@ -101,7 +101,8 @@ class ClusterLink:
             self.store, self.election, self.states,
             auto_rebalance=config.auto_leader_rebalance_enable,
             check_interval_s=config.leader_imbalance_check_interval_seconds,
-            imbalance_percentage=config.leader_imbalance_per_broker_percentage)
+            imbalance_percentage=config.leader_imbalance_per_broker_percentage,
+            shutting_down=self.controller.shutdowns.excluded)
         #: ElectLeaders requests waiting until this broker's cache has their new states.
         self._state_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
 

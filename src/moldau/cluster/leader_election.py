@@ -21,12 +21,14 @@ controller broker on a thread of its own (``leader-election``), one election at 
   ``leader.imbalance.per.broker.percentage`` the ones whose preferred replica is live and in
   the ISR get a PREFERRED election (Kafka's checkAndTriggerAutoLeaderRebalance).
 
-Decisions are taken on the partition-state cache (``zk_states``, current through watches)
-and written as the controller writes: a transaction that checks /controller_epoch is still
-at this controller's version and the state znode at the version read. A stale cache entry
-fails the write (``StaleVersionError``); the state is read again from ZooKeeper and the
-decision taken again. A new state has leader epoch + 1, so brokers apply it through their
-watches exactly like a failover; the old leader becomes a follower and truncates as usual.
+*Live* means registered and not in a controlled shutdown (``shutting_down``), as Kafka's
+controller counts live brokers. Decisions are taken on the partition-state cache
+(``zk_states``, current through watches) and written as the controller writes: a
+transaction that checks /controller_epoch is still at this controller's version and the
+state znode at the version read. A stale cache entry fails the write
+(``StaleVersionError``); the state is read again from ZooKeeper and the decision taken
+again. A new state has leader epoch + 1, so brokers apply it through their watches exactly
+like a failover; the old leader becomes a follower and truncates as usual.
 """
 
 from __future__ import annotations
@@ -150,8 +152,10 @@ class LeaderElector:
 
     def __init__(self, store: ZkMetadataStore, election: ControllerElection,
                  states: PartitionStateCache, *, auto_rebalance: bool,
-                 check_interval_s: float, imbalance_percentage: int) -> None:
+                 check_interval_s: float, imbalance_percentage: int,
+                 shutting_down: Callable[[], frozenset[int]] = frozenset) -> None:
         self._store = store
+        self._shutting_down = shutting_down
         self._election = election
         self._states = states
         self._auto = auto_rebalance
@@ -270,6 +274,11 @@ class LeaderElector:
 
     # -- elections -----------------------------------------------------------------------------
 
+    def _live(self) -> set[int]:
+        """Brokers that may lead: registered and not in a controlled shutdown (Kafka's
+        liveBrokerIds)."""
+        return set(self._store.live_brokers()) - self._shutting_down()
+
     def _all_partitions(self) -> set[Key]:
         return {(name, p) for name in self._store.topics()
                 for p in self._store.assignment(name)}
@@ -278,7 +287,7 @@ class LeaderElector:
                      partitions: set[Key] | None, trigger: str) -> dict[Key, ElectionOutcome]:
         """Elect for ``partitions`` (None: all of them); one outcome per partition."""
         store = self._store
-        live = set(store.live_brokers())
+        live = self._live()
         deleting = set(store.pending_deletions())
         wanted = self._all_partitions() if partitions is None else partitions
         results: dict[Key, ElectionOutcome] = {}
@@ -373,7 +382,7 @@ class LeaderElector:
         candidates = imbalanced(by_preferred, leaders, self._percentage)
         if not candidates:
             return
-        live = set(store.live_brokers())
+        live = self._live()
         electable = set()
         for key in candidates:
             state = self._states.get(*key)
