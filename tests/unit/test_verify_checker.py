@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from moldau.verify.checker import check, percentiles
 from moldau.verify.history import Ack, Failure, History, Read, decode_value, encode_value
-from moldau.verify.report import as_dict, as_text
+from moldau.verify.report import as_dict, as_text, failing_kinds
 
 RUN = "0badcafe"
 
@@ -227,3 +227,20 @@ def test_reports_give_counts_and_cut_examples() -> None:
     assert data["anomalies"]["lost"] == 10 and len(data["examples"]["lost"]) == 2
     assert data["clean"] is False
     json.dumps(data)
+
+
+def test_allowed_kinds_are_reported_but_do_not_fail_the_run() -> None:
+    history = simple()
+    twice = ack_of(history, 0, 2)
+    end = max(r.offset for r in history.reads if r.partition == twice.partition) + 1
+    history.reads.append(Read(0, twice.partition, end, encode_value(RUN, 0, 2)))
+    verdict = check(history)
+    assert failing_kinds(verdict) == ["duplicated"]
+    assert failing_kinds(verdict, ("duplicated",)) == []
+    text = as_text(verdict, history, {}, max_examples=2, allowed=("duplicated",))
+    assert "duplicated 1" in text and "result: only allowed anomalies (duplicated 1" in text
+    data = as_dict(verdict, history, {}, max_examples=2, allowed=("duplicated",))
+    assert data["clean"] is False and data["failing"] == [] and data["allowed"] == ["duplicated"]
+    # Loss is never excused by allowing another kind.
+    history.reads = [r for r in history.reads if r.partition != 0]
+    assert "lost" in failing_kinds(check(history), ("duplicated",))

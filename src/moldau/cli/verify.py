@@ -29,7 +29,7 @@ from ..verify.cluster_nemesis import ClusterNemesis, UncleanElection
 from ..verify.local_broker import LocalBroker, LocalBrokerError
 from ..verify.nemesis import DeleteRecordsNemesis, KillNemesis, Nemesis
 from ..verify.own_cluster import OwnCluster, admin_client, netns_reason, own_cluster
-from ..verify.report import as_json, as_text
+from ..verify.report import as_json, as_text, failing_kinds
 from ..verify.workload import WorkloadConfig, run_workload
 from .connection import Connection, connection_options
 from .errors import CliError, as_cli_error
@@ -268,20 +268,17 @@ def verify(ctx: click.Context, conn: Connection, topic: str, partitions: int,
                 flush_timeout_s=max(30.0, conn.timeout * 3),
             ),
             _nemesis(nemesis, own, cluster, nemesis_interval_s, unclean),
-            output_format, max_examples)
+            output_format, max_examples, allowed)
     click.echo(text)
     if verdict.acked == 0:
         raise CliError("no record was acknowledged, so nothing was checked")
-    failing = [kind for kind, count in verdict.anomaly_counts.items()
-               if count and kind not in allowed]
-    if not verdict.clean and not failing and output_format == "text":
-        click.echo(f"exit status 0: only allowed anomalies ({', '.join(allowed)})")
-    sys.exit(1 if failing else 0)
+    sys.exit(1 if failing_kinds(verdict, allowed) else 0)
 
 
 def _run(conn: Connection, topic: str, partitions: int, replication_factor: int | None,
          configs: dict[str, str], cluster: OwnCluster | None, config: WorkloadConfig,
-         nemesis: Nemesis, output_format: str, max_examples: int) -> tuple[Verdict, str]:
+         nemesis: Nemesis, output_format: str, max_examples: int,
+         allowed: tuple[str, ...]) -> tuple[Verdict, str]:
     """Prepare the topic, run the workload, check it; the verdict and its rendering."""
     status = _ensure_topic(conn, topic, partitions, replication_factor, configs)
     _wait_in_sync(cluster, conn, topic)
@@ -298,6 +295,7 @@ def _run(conn: Connection, topic: str, partitions: int, replication_factor: int 
         settings["cluster"] = cluster.describe()
         settings["topic_configs"] = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
         if cluster.lab is None and nemesis.name == "rotate":
-            settings["partition"] = f"not offered: {netns_reason()}"
+            why = netns_reason() or "--no-netns (loopback cannot be partitioned)"
+            settings["partition"] = f"not offered: {why}"
     render = as_json if output_format == "json" else as_text
-    return verdict, render(verdict, history, settings, max_examples)
+    return verdict, render(verdict, history, settings, max_examples, allowed)

@@ -84,12 +84,16 @@ class ClusterNemesis(Nemesis):
         return self._admin
 
     def _target(self, ctx: NemesisContext) -> int:
-        """The leader of the next partition in turn, else a random running broker."""
+        """The leader of the next partition in turn, else a random running broker.
+
+        The partition moves on with every fault and once more with every round of the
+        rotation, so one kind of fault does not keep landing on the same partition."""
         running = [b for b in self.own.broker_ids if self.own.cluster.broker_running(b)]
         with contextlib.suppress(KafkaException):
             states = self.own.partition_states(self._admin_of(ctx), ctx.topic, timeout=3.0)
             if states:
-                partition = sorted(states)[self._turn % len(states)]
+                turn = self._turn + self._turn // max(1, len(self.kinds))
+                partition = sorted(states)[turn % len(states)]
                 leader = states[partition][0]
                 if leader in running:
                     return leader

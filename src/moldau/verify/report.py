@@ -36,11 +36,19 @@ def _example(kind: str, item: Any) -> str:
     return f"producer {item.value[0]} seq {item.value[1]} at {item.partition}:{item.offset}"
 
 
+def failing_kinds(verdict: Verdict, allowed: tuple[str, ...] = ()) -> list[str]:
+    """The anomaly kinds found that fail the run (all found, except those ``allowed``)."""
+    return [kind for kind, count in verdict.anomaly_counts.items()
+            if count and kind not in allowed]
+
+
 def as_dict(verdict: Verdict, history: History, settings: dict[str, Any],
-            max_examples: int) -> dict[str, Any]:
+            max_examples: int, allowed: tuple[str, ...] = ()) -> dict[str, Any]:
     """The whole verdict as JSON-ready data (``examples`` cut to ``max_examples`` per kind)."""
     return {
         "clean": verdict.clean,
+        "allowed": list(allowed),
+        "failing": failing_kinds(verdict, allowed),
         "run_id": history.run_id,
         "topic": history.topic,
         "partitions": history.partitions,
@@ -68,12 +76,12 @@ def as_dict(verdict: Verdict, history: History, settings: dict[str, Any],
 
 
 def as_json(verdict: Verdict, history: History, settings: dict[str, Any],
-            max_examples: int) -> str:
-    return json.dumps(as_dict(verdict, history, settings, max_examples), indent=2)
+            max_examples: int, allowed: tuple[str, ...] = ()) -> str:
+    return json.dumps(as_dict(verdict, history, settings, max_examples, allowed), indent=2)
 
 
 def as_text(verdict: Verdict, history: History, settings: dict[str, Any],
-            max_examples: int) -> str:
+            max_examples: int, allowed: tuple[str, ...] = ()) -> str:
     """A few lines of figures, then each anomaly kind found with up to ``max_examples``."""
     shown = ", ".join(f"{k}={v}" for k, v in settings.items())
     lat = verdict.latency_ms
@@ -104,5 +112,11 @@ def as_text(verdict: Verdict, history: History, settings: dict[str, Any],
         lines.extend(f"  {_example(kind, item)}" for item in items[:max_examples])
         if len(items) > max_examples:
             lines.append(f"  ... {len(items) - max_examples} more")
-    lines.append("result: " + ("clean" if verdict.clean else "ANOMALIES FOUND"))
+    if verdict.clean:
+        lines.append("result: clean")
+    elif failing_kinds(verdict, allowed):
+        lines.append("result: ANOMALIES FOUND")
+    else:
+        shown = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        lines.append(f"result: only allowed anomalies ({shown}; --allow)")
     return "\n".join(lines)
