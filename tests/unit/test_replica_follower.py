@@ -88,3 +88,34 @@ def test_in_a_cluster_a_shrink_waits_for_zookeeper(tmp_path: Path) -> None:
     assert leader.high_watermark == 0
     leader.set_isr((LEADER, FOLLOWER))  # the write came back through the watch
     assert leader.isr == {LEADER, FOLLOWER} and leader.high_watermark == 1
+
+
+def test_truncation_asks_again_when_the_leader_answers_an_epoch_the_follower_lacks(
+        tmp_path: Path) -> None:
+    """Leader epochs [0@0, 1@4, 3@8]; the follower has epoch 0 up to 6 (records the leader
+    never had) and its own epoch 2 from 6. Asked for 2, the leader answers epoch 1 ending at 8;
+    cutting at 8 would keep the follower's epoch-0 records 4-5 where the leader has epoch 1.
+    The follower cuts back to where its epoch 0 ends (6), asks for epoch 0 and cuts at 4."""
+    from moldau.replica.fetcher import truncation_offset
+
+    leader = make(tmp_path, "l", LEADER)
+    for epoch, count in ((0, 4), (1, 4), (3, 2)):
+        leader.make_leader(epoch, (LEADER,))
+        leader.append_as_leader(simple_batch(count), AppendOrigin.CLIENT, 1, NOW)
+    follower = make(tmp_path, "f", FOLLOWER)
+    for epoch, count in ((0, 4), (0, 2), (2, 3)):  # batches: truncation cuts whole ones
+        follower.make_leader(epoch, (FOLLOWER,))
+        follower.append_as_leader(simple_batch(count), AppendOrigin.CLIENT, 1, NOW)
+    follower.make_follower(LEADER, 3)
+    rounds = []
+    while True:
+        asked = follower.log.latest_epoch
+        epoch, end = leader.last_offset_for_leader_epoch(-1, asked)
+        target, complete = truncation_offset(follower, epoch, end)
+        rounds.append((asked, epoch, end, target))
+        follower.truncate_to(target)
+        if complete:
+            break
+    assert rounds == [(2, 1, 8, 6), (0, 0, 4, 4)]
+    assert follower.log_end_offset == 4 and follower.log.leader_epochs == [(0, 0)]
+    assert leader_bytes_of(follower) == leader_bytes(leader, 0)[:len(leader_bytes_of(follower))]

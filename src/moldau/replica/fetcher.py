@@ -4,7 +4,9 @@ A ``LeaderFetcher`` is an asyncio task with one connection to one leader broker,
 every partition this broker follows there. Before a partition is fetched it is truncated:
 OffsetForLeaderEpoch asks the leader where the follower's latest epoch ends in the leader's
 log, and anything past that (a tail the old leader wrote but never committed) is cut; a
-leader that does not know the epoch makes the follower fall back to its high watermark. Then
+leader that does not know the epoch makes the follower fall back to its high watermark, and
+an answer naming an older epoch the follower lacks makes it cut back and ask again
+(``truncation_offset``). Then
 it sends Fetch requests (``replica_id`` = this broker, ``fetch_offset`` = the follower's log
 end, ``current_leader_epoch`` = the epoch it follows) that the leader parks until it has new
 data; each response's batches are appended as they are (``Partition.append_as_follower``:
@@ -180,10 +182,12 @@ class LeaderFetcher:
                              result.partition, result.error_code.name)
                     self._unchecked.add(partition.key)
                     continue
-                target = result.end_offset if result.end_offset >= 0 else \
-                    partition.high_watermark
+                target, complete = truncation_offset(partition, result.leader_epoch,
+                                                     result.end_offset)
                 if target < partition.log_end_offset:
                     partition.truncate_to(target)
+                if not complete:
+                    self._unchecked.add(partition.key)
         if self._unchecked:
             # Typically a new leader that has not applied its state yet: ask again soon.
             await asyncio.sleep(ERROR_PAUSE_S)
@@ -251,6 +255,33 @@ class LeaderFetcher:
             log.warning("%s-%d: cannot append what leader %d sent: %s", partition.topic,
                         partition.partition, self.leader_id, exc)
             self._unchecked.add(partition.key)
+
+
+def truncation_offset(partition: Partition, leader_epoch: int,
+                      leader_end_offset: int) -> tuple[int, bool]:
+    """Where a follower truncates after the leader's OffsetForLeaderEpoch answer, and whether
+    that is final (Kafka's AbstractFetcherThread.getOffsetTruncationState).
+
+    The leader answers with the largest epoch it knows that is not above the one asked for
+    (the follower's latest) and where that epoch ends in its log. When the follower knows
+    that epoch too, the logs agree up to the smaller of the two ends. When it does not, the
+    two replicas took different histories before that point (the follower has records of an
+    older epoch where the leader has records of this one), so the follower cuts back to where
+    its own epoch below that one ends and asks again with its new latest epoch; each round
+    goes to an older epoch, down to one both know. An unknown epoch (-1) means the leader
+    has nothing to compare: the follower keeps only what was committed (its high watermark).
+    """
+    end = partition.log_end_offset
+    if leader_end_offset < 0:
+        return partition.high_watermark, True
+    if leader_end_offset >= end:
+        return end, True
+    own_epoch, own_end = partition.log.end_offset_for_epoch(leader_epoch)
+    if own_end < 0:
+        return leader_end_offset, True  # no epochs here to compare: trust the leader's
+    if own_epoch != leader_epoch:
+        return min(own_end, end), False
+    return min(own_end, leader_end_offset, end), True
 
 
 class ReplicaFetchers:
