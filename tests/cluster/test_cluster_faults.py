@@ -253,3 +253,70 @@ def test_divergent_tail_is_truncated_and_every_replica_ends_equal(
     assert "truncated to" in old.stderr_text()
     verdict = assert_nothing_lost(survivor.bootstrap, history)
     assert verdict.foreign == 0, "a record only the old leader had survived"
+
+
+def test_replicas_converge_after_unclean_elections_with_interleaved_epochs(
+        make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
+    """A follower whose latest epoch the leader never had must truncate to where their logs
+    last agreed, even when the leader answers OffsetForLeaderEpoch with an epoch the
+    follower does not know (Kafka then asks again with the follower's epoch before it).
+
+    Replicas [1, 2, 3] (unclean elections on, acks=1): 1 leads and writes a tail that 3
+    copies and 2 misses; 2 alone leads next (epoch e1) and writes other records there; 3
+    alone leads next (e2 > e1) on its old tail; 2 leads again (e3) and 3 follows. Asked for
+    e2, 2 answers e1 ending where e3 starts, past where 3's log and its own differ (3 has
+    epoch 0 records where 2 has e1 records). Every replica must end with the same log."""
+    brokers = [make_broker(f"node.id={i}", f"zookeeper.connect={zk_connect}",
+                           "zookeeper.session.timeout.ms=2000", "replica.lag.time.max.ms=2000",
+                           "unclean.leader.election.enable=true")
+               for i in (1, 2, 3)]
+    one, two, three = brokers
+    eventually(lambda: describe(one, topic_name)[0] == [1, 2, 3], what="three brokers")
+    admin = AdminClient({"bootstrap.servers": one.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, replica_assignment=[[1, 2, 3]])])[
+        topic_name].result(timeout=30)
+    eventually(lambda: all_in_sync(brokers, topic_name, 1), what="an ISR of three")
+
+    def leads(broker: BrokerProcess, broker_id: int) -> None:
+        eventually(lambda: leader_of(broker, topic_name) == broker_id, timeout=30,
+                   what=f"broker {broker_id} leading")
+
+    def write(broker: BrokerProcess, count: int, tag: bytes) -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1",
+                             "enable.idempotence": False, "linger.ms": 0})
+        for i in range(count):
+            producer.produce(topic_name, b"%s-%d" % (tag, i), partition=0)
+            producer.flush(10)
+        assert producer.flush(10) == 0
+
+    write(one, 80, b"committed")
+    eventually(lambda: replica_batches(one.data_dir, topic_name, 0)
+               == replica_batches(two.data_dir, topic_name, 0)
+               == replica_batches(three.data_dir, topic_name, 0),
+               what="80 records on every replica")
+    two.kill9()
+    write(one, 20, b"tail-of-1")  # 3 copies it, 2 is down
+    eventually(lambda: replica_batches(three.data_dir, topic_name, 0)
+               == replica_batches(one.data_dir, topic_name, 0), what="3 with 1's tail")
+    three.kill9()
+    one.kill9()
+    two.start()  # alone: leads at e1 (unclean), writes where 1's tail was
+    leads(two, 2)
+    write(two, 40, b"e1-of-2")
+    two.kill9()
+    three.start()  # alone: leads at e2 on 1's old tail
+    leads(three, 3)
+    write(three, 30, b"e2-of-3")
+    three.kill9()
+    two.start()  # leads at e3
+    leads(two, 2)
+    write(two, 10, b"e3-of-2")
+    three.start()
+    one.start()
+
+    def logs() -> list[list[tuple[int, int, int]]]:
+        return [replica_batches(b.data_dir, topic_name, 0) for b in brokers]
+    eventually(lambda: all_in_sync(brokers, topic_name, 1, via=two), timeout=30,
+               what="every replica back in the ISR")
+    eventually(lambda: logs()[0] == logs()[1] == logs()[2], timeout=30,
+               what="every replica with the same log")
