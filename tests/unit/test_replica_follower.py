@@ -90,12 +90,15 @@ def test_in_a_cluster_a_shrink_waits_for_zookeeper(tmp_path: Path) -> None:
     assert leader.isr == {LEADER, FOLLOWER} and leader.high_watermark == 1
 
 
+@pytest.mark.parametrize("own_epoch_records", [3, 0])
 def test_truncation_asks_again_when_the_leader_answers_an_epoch_the_follower_lacks(
-        tmp_path: Path) -> None:
+        tmp_path: Path, own_epoch_records: int) -> None:
     """Leader epochs [0@0, 1@4, 3@8]; the follower has epoch 0 up to 6 (records the leader
     never had) and its own epoch 2 from 6. Asked for 2, the leader answers epoch 1 ending at 8;
     cutting at 8 would keep the follower's epoch-0 records 4-5 where the leader has epoch 1.
-    The follower cuts back to where its epoch 0 ends (6), asks for epoch 0 and cuts at 4."""
+    The follower cuts back to where its epoch 0 ends (6), asks for epoch 0 and cuts at 4.
+    The same when it led epoch 2 without writing anything (the epoch starts at its log end:
+    the first cut removes no record but must remove that epoch, or it would ask forever)."""
     from moldau.replica.fetcher import truncation_offset
 
     leader = make(tmp_path, "l", LEADER)
@@ -103,12 +106,14 @@ def test_truncation_asks_again_when_the_leader_answers_an_epoch_the_follower_lac
         leader.make_leader(epoch, (LEADER,))
         leader.append_as_leader(simple_batch(count), AppendOrigin.CLIENT, 1, NOW)
     follower = make(tmp_path, "f", FOLLOWER)
-    for epoch, count in ((0, 4), (0, 2), (2, 3)):  # batches: truncation cuts whole ones
+    for epoch, count in ((0, 4), (0, 2), (2, own_epoch_records)):  # truncation cuts batches
         follower.make_leader(epoch, (FOLLOWER,))
-        follower.append_as_leader(simple_batch(count), AppendOrigin.CLIENT, 1, NOW)
+        if count:
+            follower.append_as_leader(simple_batch(count), AppendOrigin.CLIENT, 1, NOW)
+    assert follower.log.leader_epochs == [(0, 0), (2, 6)]
     follower.make_follower(LEADER, 3)
     rounds = []
-    while True:
+    while len(rounds) < 5:
         asked = follower.log.latest_epoch
         epoch, end = leader.last_offset_for_leader_epoch(-1, asked)
         target, complete = truncation_offset(follower, epoch, end)

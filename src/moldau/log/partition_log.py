@@ -772,6 +772,10 @@ class PartitionLog:
         the log is emptied and restarted at ``offset``.
         """
         if offset >= self.log_end_offset:
+            # No record goes, but epochs starting there do (Kafka truncates its epoch cache
+            # always): a broker that led without writing has its epoch at its log end, and
+            # a follower asking the leader about it would never learn about older ones.
+            self._epochs.truncate_from_end(offset)
             return 0
         if offset < self._log_start_offset:
             removed = self.size_bytes

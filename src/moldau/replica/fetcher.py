@@ -184,7 +184,9 @@ class LeaderFetcher:
                     continue
                 target, complete = truncation_offset(partition, result.leader_epoch,
                                                      result.end_offset)
-                if target < partition.log_end_offset:
+                if target <= partition.log_end_offset:
+                    # At the log end too: the epoch cache may end with an epoch this broker
+                    # led without writing, which the leader's history contradicts.
                     partition.truncate_to(target)
                 if not complete:
                     self._unchecked.add(partition.key)
@@ -274,8 +276,6 @@ def truncation_offset(partition: Partition, leader_epoch: int,
     end = partition.log_end_offset
     if leader_end_offset < 0:
         return partition.high_watermark, True
-    if leader_end_offset >= end:
-        return end, True
     own_epoch, own_end = partition.log.end_offset_for_epoch(leader_epoch)
     if own_end < 0:
         return leader_end_offset, True  # no epochs here to compare: trust the leader's
