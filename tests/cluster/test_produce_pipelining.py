@@ -38,9 +38,10 @@ def _log_bytes(data_dir, topic: str) -> int:  # type: ignore[no-untyped-def]
 
 def test_acks_all_produces_are_appended_back_to_back_and_answered_in_order(
         make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
-    # The paused follower stays in the ISR for the whole test: nothing completes until it
-    # resumes.
-    brokers = start_cluster(make_broker, zk_connect, 3, "replica.lag.time.max.ms=60000")
+    # The paused follower stays in the ISR for the whole test (it neither lags long enough
+    # nor loses its ZooKeeper session): nothing completes until it resumes.
+    brokers = start_cluster(make_broker, zk_connect, 3, "replica.lag.time.max.ms=60000",
+                            "zookeeper.session.timeout.ms=60000")
     eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
     create_topic(brokers[0], topic_name, 1, rf=3)
     eventually(lambda: len(describe(brokers[0], topic_name)[2].get(0, (-1, (), ()))[2]) == 3,

@@ -257,6 +257,23 @@ def test_sync_answers_only_after_the_write_and_a_failed_write_rebalances(h: Harn
     assert h.answer(h.sync(a, 2, {a: b"x"})).assignment == b"x"
 
 
+def test_unloading_answers_parked_join_and_sync_not_coordinator(h: Harness) -> None:
+    """The offsets partition is led elsewhere now: members waiting for an answer are told to
+    look the coordinator up again (Kafka's onGroupUnloaded), not left hanging."""
+    a, b = h.member_id(), h.member_id()
+    h.join(a), h.join(b)
+    h.advance(0)
+    waiting_sync = h.sync(b, 1)  # waits for the leader's assignment
+    h.apply(h.coordinator.unload(["g"]))
+    assert h.answer(waiting_sync).error is ErrorCode.not_coordinator
+    assert "g" not in h.coordinator.groups
+    c = h.member_id(group="other")
+    h.join(c, group="other")
+    waiting_join = h.join(h.member_id(group="other"), group="other")  # in the initial delay
+    h.apply(h.coordinator.unload(["other"]))
+    assert h.answer(waiting_join).error is ErrorCode.not_coordinator
+
+
 def test_missing_assignments_are_empty(h: Harness) -> None:
     a, b = h.member_id(), h.member_id()
     h.join(a), h.join(b)

@@ -7,8 +7,12 @@ decisions out on the event loop:
   coordinator's replies resolve them, whichever event produced the reply.
 - Writes are appended to the group's ``__consumer_offsets`` partition as ordinary record
   batches (``AppendOrigin.COORDINATOR``), through the partition's leader in the replica
-  manager, before anyone hears about them: a committed offset or a SyncGroup assignment is
-  answered only after its append succeeded.
+  manager, with ``acks=all`` as Kafka's coordinator appends them: a committed offset, a
+  SyncGroup assignment, a static member's new id, DeleteGroups' and OffsetDelete's tombstones
+  are answered only once every replica in the ISR has them (at most
+  ``offsets.commit.timeout.ms``), so an answer survives the loss of the coordinator. On a
+  single broker the ISR is {self}, and that is at once. Other writes (a group that became
+  Empty, expired offsets) are appended the same way without anyone waiting.
 - One task sleeps until the coordinator's next deadline (sessions, rebalance timeouts,
   offset expiry) and is woken early when an event brings that deadline forward. No polling.
 - At start-up every ``__consumer_offsets`` partition is replayed into the coordinator,
@@ -41,7 +45,7 @@ from ..coordinator.consumer_group import (
     HeartbeatRequest,
     HeartbeatResponse,
 )
-from ..coordinator.effects import Effects, JoinResponse, SyncResponse, Write
+from ..coordinator.effects import Completion, Effects, JoinResponse, SyncResponse, Write
 from ..coordinator.group import Group, GroupLimits, JoinRequest
 from ..coordinator.hashing import partition_for
 from ..coordinator.manager import (
@@ -74,6 +78,18 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _coordinator_error(code: ErrorCode, timed_out: ErrorCode) -> ErrorCode | None:
+    """What a coordinator answers when its acks=all append ended with ``code`` (Kafka's
+    GroupMetadataManager mapping); None for success."""
+    if code is ErrorCode.none:
+        return None
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if code is ErrorCode.request_timed_out:
+        return timed_out
+    return ErrorCode.coordinator_not_available
+
+
 class GroupService:
     """The broker's group coordinator; see the module docstring."""
 
@@ -96,6 +112,8 @@ class GroupService:
             now,
         )
         self.loading = True
+        #: Completions waiting for their writes to reach the ISR (held so they are not lost).
+        self._completing: set[asyncio.Task[None]] = set()
         self._waiters: dict[int, asyncio.Future[Answer]] = {}
         self._tokens = itertools.count(1)
         self._wake: asyncio.Event | None = None
@@ -144,13 +162,15 @@ class GroupService:
         self._replay(range(partition, partition + 1), now)
 
     def unload_partition(self, partition: int) -> None:
-        """Another broker leads ``partition`` now: forget the groups it holds."""
+        """Another broker leads ``partition`` now: forget the groups it holds (their parked
+        JoinGroup and SyncGroup requests are answered NOT_COORDINATOR)."""
         topic = self.offsets_topic(create=False)
         if topic is None:
             return
-        self.coordinator.unload(
+        effects = self.coordinator.unload(
             g for g in list(self.coordinator.groups)
             if partition_for(g, topic.partitions) == partition)
+        self._apply(effects, now_ms())
 
     def _replay(self, partitions: range, now: int) -> None:
         loader = GroupLoader()
@@ -221,36 +241,73 @@ class GroupService:
             return ErrorCode.not_coordinator, None
         return None, None
 
-    async def _replicated(self, acks: asyncio.Future[ErrorCode]) -> ErrorCode | None:
-        """Wait, at most ``offsets.commit.timeout.ms``, until the ISR has a commit's records.
+    async def _replicated(self, acks: asyncio.Future[ErrorCode], *,
+                          timed_out: ErrorCode = ErrorCode.coordinator_not_available
+                          ) -> ErrorCode | None:
+        """Wait, at most ``offsets.commit.timeout.ms``, until the ISR has a write's records;
+        None when it has, else the error to answer with.
 
-        The answers follow Kafka's GroupMetadataManager: a lost leadership is NOT_COORDINATOR;
-        too few in-sync replicas or a timeout is COORDINATOR_NOT_AVAILABLE, and the commit is
-        not applied (the client retries it).
+        The answers follow Kafka's GroupMetadataManager: a lost leadership or a failed log
+        dir is NOT_COORDINATOR; too few in-sync replicas is COORDINATOR_NOT_AVAILABLE; a
+        timeout is ``timed_out`` (COORDINATOR_NOT_AVAILABLE for offsets, REBALANCE_IN_PROGRESS
+        for group metadata, as Kafka's storeGroup answers it).
         """
         timeout = self.broker.config.offsets_commit_timeout_ms / 1000
         try:
             code = await asyncio.wait_for(asyncio.shield(acks), timeout)
         except TimeoutError:
-            return ErrorCode.coordinator_not_available
-        if code is ErrorCode.none:
-            return None
-        if code is ErrorCode.not_leader_or_follower:
-            return ErrorCode.not_coordinator
-        return ErrorCode.coordinator_not_available
+            return timed_out
+        return _coordinator_error(code, timed_out)
+
+    async def _all_replicated(self, waits: Sequence[asyncio.Future[ErrorCode]]
+                              ) -> ErrorCode | None:
+        """:meth:`_replicated` for several writes: the first error, or None."""
+        for acks in waits:
+            error = await self._replicated(acks)
+            if error is not None:
+                return error
+        return None
+
+    def _complete_when_replicated(self, completion: Completion,
+                                  acks: asyncio.Future[ErrorCode]) -> None:
+        """Feed ``completion`` back to the coordinator once the ISR has its write (or it
+        failed): the SyncGroup or JoinGroup waiting for it is answered then."""
+        async def complete() -> None:
+            error = await self._replicated(acks, timed_out=ErrorCode.rebalance_in_progress)
+            now = now_ms()
+            self._apply(self.coordinator.write_completed(completion, error, now), now)
+
+        task = asyncio.get_running_loop().create_task(complete())
+        self._completing.add(task)
+        task.add_done_callback(self._completing.discard)
 
     # -- effects and the timer ----------------------------------------------------------------
 
-    def _apply(self, effects: Effects, now: int) -> None:
-        """Carry out writes (feeding completions back), then resolve parked requests."""
+    def _apply(self, effects: Effects, now: int) -> list[asyncio.Future[ErrorCode]]:
+        """Carry out writes, then resolve parked requests.
+
+        Every write is appended with acks=all. A write with a completion is fed back to the
+        coordinator once the ISR has it (at once when it already has, as on a single broker);
+        the waits of the other writes that are still replicating are returned, for callers
+        that answer only once those are replicated (DeleteGroups, OffsetDelete).
+        """
+        replicating: list[asyncio.Future[ErrorCode]] = []
         queue = collections.deque([effects])
         while queue:
             current = queue.popleft()
             for note in current.notes:
                 log.info("%s", note)
             for write in current.writes:
-                error, _ = self._append(write, now)
-                if write.completion is not None:
+                error, acks = self._append(write, now, required_acks=-1)
+                if acks is not None and acks.done():
+                    error = _coordinator_error(acks.result(), ErrorCode.rebalance_in_progress)
+                    acks = None
+                if acks is not None:
+                    if write.completion is not None:
+                        self._complete_when_replicated(write.completion, acks)
+                    else:
+                        replicating.append(acks)
+                elif write.completion is not None:
                     queue.append(self.coordinator.write_completed(write.completion, error, now))
             for reply in current.replies:
                 future = self._waiters.pop(reply.token, None)
@@ -260,6 +317,7 @@ class GroupService:
         if (self._wake is not None and self._sleeping_until is not None
                 and deadline < self._sleeping_until):
             self._wake.set()
+        return replicating
 
     def _park(self) -> tuple[int, asyncio.Future[Answer]]:
         token = next(self._tokens)
@@ -448,14 +506,17 @@ class GroupService:
     ) -> list[tuple[TopicPartition, OffsetAndMetadata | None]]:
         return self.coordinator.fetch_offsets(group_id, partitions)
 
-    def delete_offsets(
+    async def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition], now: int
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: answered once the ISR has the tombstones."""
         unknown = {tp: ErrorCode.unknown_topic_or_partition
                    for tp in partitions if not self._partition_exists(*tp)}
         top, errors, effects = self.coordinator.delete_offsets(
             group_id, [tp for tp in partitions if tp not in unknown], now)
-        self._apply(effects, now)
+        error = await self._all_replicated(self._apply(effects, now))
+        if error is not None:
+            return error, {}
         if top is not ErrorCode.none:
             return top, {}
         return top, {**unknown, **errors}
@@ -469,14 +530,18 @@ class GroupService:
     def describe_group(self, group_id: str) -> Group | None:
         return self.coordinator.describe_group(group_id)
 
-    def delete_groups(self, group_ids: Sequence[str], now: int) -> dict[str, ErrorCode]:
-        """A KIP-848 group with members is not empty, even though its classic side (which
-        only holds the offsets) is."""
+    async def delete_groups(self, group_ids: Sequence[str], now: int) -> dict[str, ErrorCode]:
+        """DeleteGroups: answered once the ISR has the tombstones. A KIP-848 group with
+        members is not empty, even though its classic side (which only holds the offsets)
+        is."""
         busy = {g: ErrorCode.non_empty_group for g in group_ids
                 if self.active_consumer_group(g) is not None}
         results, effects = self.coordinator.delete_groups(
             [g for g in group_ids if g not in busy], now)
-        self._apply(effects, now)
+        error = await self._all_replicated(self._apply(effects, now))
+        if error is not None:
+            results = {g: error if code is ErrorCode.none else code
+                       for g, code in results.items()}
         for group_id in group_ids:
             if group_id not in busy and results.get(group_id) is ErrorCode.none:
                 self.consumer_groups.pop(group_id, None)

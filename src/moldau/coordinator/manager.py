@@ -139,13 +139,21 @@ class GroupCoordinator:
                 and not group.pending_members and not len(group.offsets)):
             self._remove_group(group)
 
-    def unload(self, group_ids: Iterable[str]) -> None:
+    def unload(self, group_ids: Iterable[str]) -> Effects:
         """Forget these groups: their partition of ``__consumer_offsets`` is led elsewhere
-        now, and its new leader replays them from the log."""
+        now, and its new leader replays them from the log. Members waiting in JoinGroup or
+        SyncGroup are answered NOT_COORDINATOR (as Kafka's onGroupUnloaded does), so they look
+        the coordinator up again instead of waiting for an answer that will never come."""
+        out = Effects()
         for group_id in list(group_ids):
             group = self.groups.get(group_id)
             if group is not None:
+                for member in group.members.values():
+                    out.reply(member.join_waiter, JoinResponse(ErrorCode.not_coordinator))
+                    out.reply(member.sync_waiter, SyncResponse(ErrorCode.not_coordinator))
+                    member.join_waiter = member.sync_waiter = None
                 self._remove_group(group)
+        return out
 
     def _remove_group(self, group: Group) -> None:
         self.groups.pop(group.group_id, None)

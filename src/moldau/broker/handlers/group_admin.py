@@ -102,7 +102,7 @@ async def handle_delete_groups(request: Any, ctx: RequestContext) -> Any:
     if code is not None:
         results = dict.fromkeys(names, code)
     else:
-        results = ctx.broker.groups.delete_groups(names, now_ms())
+        results = await ctx.broker.groups.delete_groups(names, now_ms())
     return build(
         m.DeleteGroupsResponse,
         throttle_time=NO_THROTTLE,

@@ -141,7 +141,8 @@ async def handle_offset_delete(request: Any, ctx: RequestContext) -> Any:
     top = loading_error(ctx, request.group_id)
     errors: dict[TopicPartition, ErrorCode] = {}
     if top is None:
-        top, errors = ctx.broker.groups.delete_offsets(request.group_id, requested, now_ms())
+        top, errors = await ctx.broker.groups.delete_offsets(request.group_id, requested,
+                                                             now_ms())
     topics: tuple[Any, ...] = ()
     if top is ErrorCode.none:
         topics = tuple(
