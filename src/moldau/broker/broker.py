@@ -190,6 +190,7 @@ class Broker:
         self.replicas = ReplicaManager(self.logs, self.node_id,
                                        lead_all=self.cluster is None)
         self.dir_failures.add_listener(self._dir_offline)
+        self.apply_throttle_rates()
         #: The request each connection task is handling, named by the loop-stall watchdog.
         self.running = RunningRequests()
         #: Topics whose partitions are being created, deleted, or added to, off the loop.
@@ -270,6 +271,13 @@ class Broker:
         """
         for topic in self.metadata.topics().values():
             self.logs.update_config(topic.name, self.log_config(topic))
+        self.apply_throttle_rates()
+
+    def apply_throttle_rates(self) -> None:
+        """The dynamic ``*.replication.throttled.rate`` values, to the replication quotas."""
+        self.replicas.throttles.set_rates(
+            int(self.config.get("leader.replication.throttled.rate")),  # type: ignore[arg-type]
+            int(self.config.get("follower.replication.throttled.rate")))  # type: ignore[arg-type]
 
     def log_config(self, topic: TopicMetadata) -> Any:
         return to_log_config(effective_topic_config(self.config, topic.configs))

@@ -30,10 +30,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kio.schema.errors import ErrorCode
 
-from ..cluster import znodes
+from ..cluster import reassignment, znodes
 from ..cluster.assignment import AssignmentError
 from ..cluster.controlled_shutdown import ShutdownAnswer
 from ..cluster.controller import Controller
@@ -41,7 +42,12 @@ from ..cluster.controller_election import ControllerElection
 from ..cluster.leader_election import ElectionOutcome, LeaderElector
 from ..cluster.metadata import TopicMetadata
 from ..cluster.zk_states import PartitionStateCache
-from ..cluster.zookeeper import TopicExistsError, ZkMetadataStore, ZkStoreError
+from ..cluster.zookeeper import (
+    ControllerMovedError,
+    TopicExistsError,
+    ZkMetadataStore,
+    ZkStoreError,
+)
 from ..config import effective_topic_config
 from ..replica import Partition
 from ..replica.fetcher import ReplicaFetchers
@@ -152,7 +158,8 @@ class ClusterLink:
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """The event loop runs: apply every known state and catch up on topic changes."""
         self._loop = loop
-        self.fetchers = ReplicaFetchers(self.node_id, self._endpoint_of, broker_now_ms)
+        self.fetchers = ReplicaFetchers(self.node_id, self._endpoint_of, broker_now_ms,
+                                        self._broker.replicas.throttles.follower)
         self._broker.replicas.propose_isr = self._propose_isr
         self._dirty.update(self.store.topics())
         self._schedule_sync()
@@ -277,6 +284,8 @@ class ClusterLink:
     def _on_state(self, topic: str, partition: int, state: znodes.PartitionState | None) -> None:
         if state is not None:
             self._call(self._state_changed, topic, partition, state)
+            if self.store.is_reassigning(topic, partition):
+                self.controller.poke()  # an ISR change may complete the reassignment
 
     def _call(self, func: Any, *args: Any) -> None:
         loop = self._loop
@@ -404,7 +413,19 @@ class ClusterLink:
             if topic is None:
                 broker.groups.topic_deleted(name, broker_now_ms())
         missing = sorted(wanted - hosted)
-        if topic is not None:
+        if topic is None:
+            broker.replicas.throttles.drop_topic(name)
+        else:
+            effective = effective_topic_config(broker.config, topic.configs)
+            broker.replicas.throttles.set_topic(
+                name, effective.leader_replication_throttled_replicas,
+                effective.follower_replication_throttled_replicas)
+            assignment = self.store.assignment(name)
+            now = broker_now_ms()
+            for p in sorted(wanted & hosted):
+                partition = broker.partition(name, p)
+                if partition is not None:  # a reassignment may have changed the replicas
+                    partition.update_replicas(assignment.get(p, ()), now)
             log_config = broker.log_config(topic)
             broker.logs.update_config(name, log_config)
             if missing:
@@ -527,6 +548,28 @@ class ClusterLink:
                 f.set_result(None)
         if still:
             self._state_waiters[(topic, partition)] = still
+
+    def is_controller(self) -> bool:
+        return self.election.lease is not None
+
+    async def alter_reassignments(self, changes: Mapping[tuple[str, int], Sequence[int] | None],
+                                  allow_replication_factor_change: bool
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments on the controller (NOT_CONTROLLER elsewhere)."""
+        lease = self.election.lease
+        if lease is None:
+            raise ApiError(ErrorCode.not_controller,
+                           "This is not the correct controller for this cluster.")
+        try:
+            results = await asyncio.to_thread(reassignment.alter, self.store, lease, changes,
+                                              allow_replication_factor_change)
+        except ControllerMovedError:
+            raise ApiError(ErrorCode.not_controller,
+                           "This is not the correct controller for this cluster.") from None
+        except (ZkStoreError, KazooException) as exc:
+            raise ApiError(ErrorCode.unknown_server_error, str(exc)) from None
+        self.controller.poke()
+        return results
 
     async def next_producer_id(self) -> int:
         return await asyncio.to_thread(self.store.next_producer_id)

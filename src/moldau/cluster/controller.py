@@ -11,6 +11,8 @@ brokers, deletion requests), coalesced so that a burst of events costs one pass:
   in the ISR, at leader epoch + 1 (none: leader -1 and the ISR kept, as Kafka does, unless
   ``unclean.leader.election.enable`` lets a live out-of-sync replica lead);
 - dead replicas leave the ISR of partitions whose leader lives (leader epoch + 1);
+- reassignments whose target replicas are all in the ISR complete (``reassignment.advance``);
+  replicas no longer assigned count as dead for the two rules above;
 - deletion requests under /admin/delete_topics are completed (the brokers delete their logs
   when the topic leaves their topic cache);
 - ControlledShutdown requests are answered before each pass (``controlled_shutdown``), and
@@ -33,7 +35,7 @@ from concurrent.futures import Future
 
 from kazoo.exceptions import KazooException, NoNodeError
 
-from . import znodes
+from . import reassignment, znodes
 from .controlled_shutdown import ControlledShutdowns, ShutdownAnswer
 from .controller_election import ControllerElection, ControllerLease
 from .zk_session import watch_callback
@@ -151,6 +153,7 @@ class Controller:
             log.info("controller: deleting topic %s", name)
             with contextlib.suppress(NoNodeError):
                 store.complete_topic_deletion(name)
+        reassignment.advance(store, lease)
         live = set(store.live_brokers())
         excluded = self.shutdowns.excluded()
         for name in sorted(store.topics()):
@@ -165,7 +168,10 @@ class Controller:
                     new_states[partition] = znodes.PartitionState(
                         leader, 0, alive or tuple(replicas), lease.epoch)
                     continue
-                change = elect_leader(replicas, state, live, self._unclean(name), excluded)
+                # A replica outside the assignment (a reassignment removed it) may neither
+                # lead nor stay in the ISR.
+                change = elect_leader(replicas, state, live & set(replicas),
+                                      self._unclean(name), excluded)
                 if change is None:
                     continue
                 leader, isr = change

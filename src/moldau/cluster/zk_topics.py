@@ -39,6 +39,8 @@ class TopicCache:
         self.topics: dict[str, TopicMetadata] = {}
         self.by_id: dict[uuid.UUID, TopicMetadata] = {}
         self.assignments: dict[str, dict[int, list[int]]] = {}
+        #: Partitions being reassigned: topic -> partition -> (adding, removing) replicas.
+        self.reassigning: dict[str, dict[int, tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
     def start(self) -> None:
         self._client.ChildrenWatch(znodes.TOPICS, self._on_children)
@@ -85,6 +87,17 @@ class TopicCache:
                                 name: {p: list(r) for p, r in replicas.items()}}
         self._changed(name)
 
+    def update_reassignments(self, name: str, adding: Mapping[int, Sequence[int]],
+                             removing: Mapping[int, Sequence[int]]) -> None:
+        """The topic znode's ``adding_replicas`` / ``removing_replicas`` (reassignments)."""
+        moving = {p: (tuple(adding.get(p, ())), tuple(removing.get(p, ())))
+                  for p in sorted(set(adding) | set(removing)) if adding.get(p) or removing.get(p)}
+        with self._lock:
+            if self.reassigning.get(name, {}) == moving:
+                return
+            rest = {k: v for k, v in self.reassigning.items() if k != name}
+            self.reassigning = {**rest, name: moving} if moving else rest
+
     def update_configs(self, name: str, configs: Mapping[str, str]) -> None:
         with self._lock:
             topic = self.topics.get(name)
@@ -101,6 +114,7 @@ class TopicCache:
             self.topics = {k: v for k, v in self.topics.items() if k != name}
             self.by_id = {k: v for k, v in self.by_id.items() if k != topic.topic_id}
             self.assignments = {k: v for k, v in self.assignments.items() if k != name}
+            self.reassigning = {k: v for k, v in self.reassigning.items() if k != name}
         self._changed(name)
 
     # --- changes seen through watches ------------------------------------------------------
@@ -134,6 +148,7 @@ class TopicCache:
         existing = self.topics.get(name)
         if existing is not None and existing.topic_id != assignment.topic_id:
             self.drop(name)  # deleted and created again
+        self.update_reassignments(name, assignment.adding, assignment.removing)
         self.put(TopicMetadata(name, assignment.topic_id, len(assignment.partitions), configs),
                  assignment.partitions)
 
@@ -155,6 +170,7 @@ class TopicCache:
             assignment = znodes.decode_topic(data)
             topic = self.topics.get(name)
             if topic is not None and assignment.topic_id == topic.topic_id:
+                self.update_reassignments(name, assignment.adding, assignment.removing)
                 if self.assignments.get(name) != assignment.partitions:
                     self.update_partitions(name, assignment.partitions)
             elif topic is not None:  # deleted and created again between two watch events

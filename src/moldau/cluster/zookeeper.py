@@ -169,6 +169,35 @@ class ZkMetadataStore:
         """Replicas of each partition of ``name`` (the first is the preferred leader)."""
         return {p: list(r) for p, r in self._cache.assignments.get(name, {}).items()}
 
+    def reassigning(self) -> dict[str, dict[int, tuple[tuple[int, ...], tuple[int, ...]]]]:
+        """Partitions being reassigned, from the cache: topic -> partition -> (adding, removing)."""
+        return self._cache.reassigning
+
+    def is_reassigning(self, name: str, partition: int) -> bool:
+        return partition in self._cache.reassigning.get(name, {})
+
+    def read_topic_assignment(self, name: str) -> tuple[znodes.TopicAssignment, int] | None:
+        """/brokers/topics/<t> read now, with its znode version (None: no such topic)."""
+        try:
+            data, stat = self.client.get(znodes.topic_path(name))
+        except NoNodeError:
+            return None
+        return znodes.decode_topic(data), int(stat.version)
+
+    def write_topic_assignment(self, name: str, assignment: znodes.TopicAssignment, *,
+                               expected_zk_version: int, controller_epoch_zk_version: int) -> None:
+        """The controller's change of a topic's replicas (reassignments): fenced by its epoch
+        and written only over ``expected_zk_version`` (else ``StaleVersionError``)."""
+        txn = self.client.transaction()
+        txn.check(znodes.CONTROLLER_EPOCH, controller_epoch_zk_version)
+        txn.set_data(znodes.topic_path(name), znodes.encode_topic(assignment),
+                     expected_zk_version)
+        results = self._commit_fenced(txn.commit(), f"reassign partitions of {name}")
+        if isinstance(results[1], BadVersionError):
+            raise StaleVersionError(f"topic {name} changed since version {expected_zk_version}")
+        self._cache.update_reassignments(name, assignment.adding, assignment.removing)
+        self._cache.update_partitions(name, assignment.partitions)
+
     def place_replicas(self, partitions: int, replication_factor: int, *,
                        start_partition: int = 0) -> dict[int, list[int]]:
         """Kafka's rack-aware placement over the live brokers."""

@@ -232,6 +232,14 @@ _KEYS: list[ConfigKey] = [
               HIGH),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", LONG, 5000, "How often high "
               "watermarks are written to disk.", HIGH),
+    ConfigKey("leader.replication.throttled.rate", LONG, LONG_MAX, "Bytes/s this broker "
+              "serves, as leader, to followers of the partitions in a topic's "
+              "leader.replication.throttled.replicas that are not in the ISR (reassignments).",
+              MEDIUM, at_least(0)),
+    ConfigKey("follower.replication.throttled.rate", LONG, LONG_MAX, "Bytes/s this broker "
+              "fetches, as follower, for the partitions in a topic's "
+              "follower.replication.throttled.replicas while it is not in sync.", MEDIUM,
+              at_least(0)),
     ConfigKey("num.replica.fetchers", INT, 1, "Fetcher threads per source broker; accepted, "
               "moldau runs fetchers on the event loop.", HIGH, used=False),
     ConfigKey("auto.leader.rebalance.enable", BOOL, True, "The controller moves leadership "
@@ -325,6 +333,8 @@ DYNAMIC_KEYS: frozenset[str] = TOPIC_DEFAULT_BROKER_KEYS | {
     "max.connections.per.ip.overrides",
     "max.connection.creation.rate",
     "producer.id.expiration.ms",
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
 } | {k.name for k in SECURITY_KEYS}
 
 

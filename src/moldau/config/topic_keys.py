@@ -69,15 +69,17 @@ TOPIC_KEYS: dict[str, ConfigKey] = index_keys(
                   "leaves durability to replication and the page cache.", validator=at_least(1)),
         ConfigKey("flush.ms", LONG, LONG_MAX, "fsync when the oldest unflushed message is this "
                   "old.", validator=at_least(0)),
-        ConfigKey("follower.replication.throttled.replicas", LIST, (), "Replicas whose follower "
-                  "fetches are throttled; accepted, moldau does not throttle.",
-                  validator=ThrottledReplicas(), used=False),
+        ConfigKey("follower.replication.throttled.replicas", LIST, (), "Replicas "
+                  "(partition:broker, or *) whose follower fetches are limited to the broker's "
+                  "follower.replication.throttled.rate while not in sync.",
+                  validator=ThrottledReplicas()),
         ConfigKey("index.interval.bytes", INT, 4096, "Bytes of log between two offset index "
                   "entries: denser indexes cost space, sparser ones cost scans.",
                   validator=at_least(0)),
-        ConfigKey("leader.replication.throttled.replicas", LIST, (), "Replicas whose leader side "
-                  "is throttled; accepted, moldau does not throttle.",
-                  validator=ThrottledReplicas(), used=False),
+        ConfigKey("leader.replication.throttled.replicas", LIST, (), "Replicas "
+                  "(partition:broker, or *) whose leader serves followers outside the ISR at "
+                  "most at the broker's leader.replication.throttled.rate.",
+                  validator=ThrottledReplicas()),
         ConfigKey("max.compaction.lag.ms", LONG, LONG_MAX, "Longest a record may stay "
                   "uncompacted.", validator=at_least(1)),
         ConfigKey("max.message.bytes", INT, 1_048_588, "Largest record batch the topic accepts "

@@ -45,6 +45,7 @@ from ..protocol.codec import build
 from ..protocol.schemas import response_schema
 from .errors import ReplicaError
 from .partition import Partition, Role, TopicPartition
+from .throttle import ReplicationQuota
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,13 @@ class LeaderFetcher:
     """Fetches every partition this broker follows on one leader."""
 
     def __init__(self, local_id: int, leader_id: int, endpoint: Endpoint,
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], quota: ReplicationQuota | None = None) -> None:
         self.local_id = local_id
+        #: follower.replication.throttled.rate: throttled partitions not in sync wait for it.
+        self._quota = quota
+        #: The leader's high watermark of each partition at its last response (in sync: the
+        #: follower's log end reached it).
+        self._leader_hw: dict[TopicPartition, int] = {}
         self.leader_id = leader_id
         self._endpoint = endpoint
         self._now_ms = now_ms
@@ -120,6 +126,7 @@ class LeaderFetcher:
     def remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
         self._unchecked.discard(key)
+        self._leader_hw.pop(key, None)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -194,13 +201,25 @@ class LeaderFetcher:
             # Typically a new leader that has not applied its state yet: ask again soon.
             await asyncio.sleep(ERROR_PAUSE_S)
 
+    def _throttled(self) -> set[TopicPartition]:
+        """Partitions fetched under the follower throttle (named in the topic's
+        follower.replication.throttled.replicas and not in sync)."""
+        quota = self._quota
+        if quota is None or not quota.active:
+            return set()
+        return {k for k, p in self.partitions.items()
+                if quota.is_throttled(k) and p.log_end_offset < self._leader_hw.get(k, 1 << 62)}
+
     async def _fetch(self, conn: BrokerConnection) -> None:
+        throttled = self._throttled()
+        held = throttled if throttled and self._quota is not None and self._quota.exceeded() \
+            else set()
         by_topic: dict[str, list[Partition]] = {}
         for p in self.partitions.values():
-            if p.key not in self._unchecked:
+            if p.key not in self._unchecked and p.key not in held:
                 by_topic.setdefault(p.topic, []).append(p)
         if not by_topic:
-            await asyncio.sleep(RETRY_S)
+            await asyncio.sleep(self._quota.delay_s() if held and self._quota else RETRY_S)
             return
         request = build(
             FetchRequest,
@@ -224,6 +243,10 @@ class LeaderFetcher:
                     continue
                 if data.error_code != ErrorCode.none:
                     failed += 1
+                else:
+                    self._leader_hw[partition.key] = data.high_watermark
+                    if partition.key in throttled and self._quota is not None:
+                        self._quota.record(len(data.records or b""))
                 self._apply(partition, data, now)
         if failed:
             # The leader answered at once (it has not applied the new state yet, or this
@@ -287,7 +310,9 @@ def truncation_offset(partition: Partition, leader_epoch: int,
 class ReplicaFetchers:
     """The fetchers of one broker, by leader; ``follow`` moves a partition between them."""
 
-    def __init__(self, local_id: int, endpoint: Endpoint, now_ms: Callable[[], int]) -> None:
+    def __init__(self, local_id: int, endpoint: Endpoint, now_ms: Callable[[], int],
+                 quota: ReplicationQuota | None = None) -> None:
+        self._quota = quota
         self._local_id = local_id
         self._endpoint = endpoint
         self._now_ms = now_ms
@@ -301,7 +326,7 @@ class ReplicaFetchers:
         fetcher = self._fetchers.get(partition.leader_id)
         if fetcher is None:
             fetcher = LeaderFetcher(self._local_id, partition.leader_id, self._endpoint,
-                                    self._now_ms)
+                                    self._now_ms, self._quota)
             self._fetchers[partition.leader_id] = fetcher
         fetcher.add(partition)
 

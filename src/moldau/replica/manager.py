@@ -26,6 +26,7 @@ from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
 from .partition import Partition, TopicPartition
 from .purgatory import FetchPurgatory
+from .throttle import ReplicationThrottles
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ class ReplicaManager:
         #: Follower fetches waiting for data (woken by every append as leader; a cluster only).
         self.replica_fetch_purgatory = FetchPurgatory()
         self._partitions: dict[TopicPartition, Partition] = {}
+        #: Replication throttles (reassignments): the leader's and the follower's budgets.
+        self.throttles = ReplicationThrottles(local_id)
         #: In a cluster: where a leader's ISR change goes (ZooKeeper, through the cluster link).
         self.propose_isr: Callable[[Partition, frozenset[int]], None] | None = None
 

@@ -222,12 +222,33 @@ class Partition:
         self._log.start_leader_epoch(epoch)
         self.replicas = tuple(replicas) if replicas is not None else tuple(sorted(new_isr))
         self.isr = new_isr
+        # ISR members outside the assignment (a reassignment just removed them) are tracked
+        # too until the controller's next state drops them from the ISR.
         self._followers = {
             r: FollowerState(last_caught_up_ms=now_ms if r in new_isr else 0)
-            for r in self.replicas if r != self.local_id
+            for r in (*self.replicas, *sorted(new_isr - set(self.replicas)))
+            if r != self.local_id
         }
         self._maybe_increment_high_watermark()
         return True
+
+    def update_replicas(self, replicas: Iterable[int], now_ms: int) -> None:
+        """The assignment changed at the same leader epoch (a reassignment adds or removes
+        replicas): a leader starts tracking new followers (they join the ISR once caught up)
+        and forgets removed ones, except those still in the ISR (the controller removes them
+        from it first; until then the high watermark keeps waiting for them)."""
+        new = tuple(replicas)
+        if new == self.replicas:
+            return
+        self.replicas = new
+        if self.role is not Role.LEADER:
+            return
+        for r in new:
+            if r != self.local_id and r not in self._followers:
+                self._followers[r] = FollowerState(last_caught_up_ms=0)
+        for r in list(self._followers):
+            if r not in new and r not in self.isr:
+                del self._followers[r]
 
     def make_follower(self, leader_id: int, epoch: int) -> bool:
         """Follow ``leader_id`` from ``epoch``; False for a stale epoch (nothing changes).

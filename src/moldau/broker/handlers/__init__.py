@@ -27,6 +27,7 @@ def register_all(broker: Broker) -> None:
         offsets,
         produce,
         producer_ids,
+        reassignments,
         records,
     )
 
@@ -44,6 +45,8 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.INCREMENTAL_ALTER_CONFIGS, configs.handle_incremental_alter_configs)
     broker.register(apis.DELETE_RECORDS, records.handle_delete_records)
     broker.register(apis.OFFSET_FOR_LEADER_EPOCH, records.handle_offset_for_leader_epoch)
+    broker.register(apis.ALTER_PARTITION_REASSIGNMENTS, reassignments.handle_alter)
+    broker.register(apis.LIST_PARTITION_REASSIGNMENTS, reassignments.handle_list)
     broker.register(apis.DESCRIBE_LOG_DIRS, cluster_info.handle_describe_log_dirs)
     broker.register(apis.DESCRIBE_CLUSTER, cluster_info.handle_describe_cluster)
     broker.register(apis.ELECT_LEADERS, elect_leaders.handle_elect_leaders)

@@ -1,7 +1,9 @@
 """DescribeLogDirs and DescribeCluster: where the data lives, and who is in the cluster.
 
 Admin tools use DescribeLogDirs to see how much disk each partition takes (``kafka-log-dirs``,
-cruise control, UIs) and DescribeCluster to find the brokers and the controller without
+cruise control, UIs); every broker answers for its own dirs and the replicas it hosts (in a
+cluster, leaders and followers alike, a reassignment's new replicas from the moment their logs
+exist), so tools ask each broker. DescribeCluster to find the brokers and the controller without
 fetching topic metadata. A single node is its own controller; in a cluster every live
 registration is listed, with the elected controller.
 """
@@ -41,10 +43,14 @@ def _dir_result(ctx: RequestContext, log_dir: Path, sizes: dict[tuple[str, int],
     for (topic, partition), size in sizes.items():
         if wanted is not None and partition not in wanted.get(topic, ()):
             continue
-        # One replica, always in sync: no lag, and no ongoing move to a "future" dir.
+        # Kafka's offset lag of a current replica: how far its log end is below its high
+        # watermark (0 once appended; only moves between a broker's dirs, "future" replicas,
+        # which moldau does not make, have a real lag). -1: not hosted any more.
+        hosted = ctx.broker.partition(topic, partition)
+        lag = -1 if hosted is None else max(hosted.high_watermark - hosted.log_end_offset, 0)
         by_topic[topic].append(build(
             m.DescribeLogDirsPartition, partition_index=partition, partition_size=size,
-            offset_lag=0, is_future_key=False))
+            offset_lag=lag, is_future_key=False))
     topics = tuple(
         build(m.DescribeLogDirsTopic, name=name,
               partitions=tuple(sorted(parts, key=lambda p: p.partition_index)))

@@ -44,6 +44,8 @@ class _PartitionRead:
     high_watermark: int = -1
     log_start_offset: int = -1
     data: FileRange | None = None
+    #: Held back by the leader's replication throttle (not counted for waking the fetch).
+    held: bool = False
 
 
 def _uvarint(value: int) -> bytes:
@@ -88,6 +90,8 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
     total = 0
     reads: list[tuple[Any, list[_PartitionRead]]] = []
     pacer = Pacer()
+    quota = broker.replicas.throttles.leader
+    throttling = follower >= 0 and quota.active
     for fetch_topic in request.topics:
         name, topic_code = _resolve_topic(broker, fetch_topic)
         parts: list[_PartitionRead] = []
@@ -107,8 +111,14 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
             limit = min(p.partition_max_bytes, budget - total)
             current_epoch = getattr(p, "current_leader_epoch", -1)
             data = None
+            # A throttled follower outside the ISR gets nothing once the budget is spent.
+            held = throttling and follower not in partition.isr and \
+                quota.is_throttled(partition.key)
             try:
-                if limit > 0 or total == 0:
+                if held and quota.exceeded():
+                    read.held = True
+                    partition.check_epoch(current_epoch)
+                elif limit > 0 or total == 0:
                     data = partition.read(p.fetch_offset, max(limit, 0),
                                           min_one_batch=total == 0,
                                           fetch_only_committed=follower < 0,
@@ -129,6 +139,8 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
             if data is not None and data.size > 0:
                 read.data = data
                 total += data.size
+                if held:
+                    quota.record(data.size)
             parts.append(read)
         reads.append((fetch_topic, parts))
     return reads, total
@@ -199,13 +211,16 @@ async def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRea
     return Response(chunks, size)
 
 
-def _appended_since(broker: Broker, request: Any) -> bool:
-    """Whether a follower's fetch now has data past the offsets it asked from."""
+def _appended_since(broker: Broker, request: Any, held: set[tuple[str, int]]) -> bool:
+    """Whether a follower's fetch now has data past the offsets it asked from (partitions
+    held back by the throttle do not count)."""
     for fetch_topic in request.topics:
         name, _ = _resolve_topic(broker, fetch_topic)
         if name is None:
             continue
         for p in fetch_topic.partitions:
+            if (name, p.partition) in held:
+                continue
             partition = broker.partition(name, p.partition)
             if partition is not None and partition.log_end_offset > p.fetch_offset:
                 return True
@@ -231,13 +246,15 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             (r.topic, r.partition)
             for _, parts in reads
             for r in parts
-            if r.topic is not None
+            if r.topic is not None and not r.held
         ]
         if follower >= 0:
             # Something appended while this fetch was being read (the loop may run the
             # produce handler in between) would not wake it: look again first. No await
             # between this check and the waiter's registration, so nothing slips through.
-            if not _appended_since(broker, request):
+            held = {(r.topic, r.partition) for _, parts in reads for r in parts
+                    if r.held and r.topic is not None}
+            if not _appended_since(broker, request, held):
                 await broker.replicas.replica_fetch_purgatory.wait(keys, min_bytes - total,
                                                                    max_wait_s)
         else:
