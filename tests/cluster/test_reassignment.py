@@ -10,6 +10,7 @@ version-specific requests go through a raw socket with kio.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from kio.schema.list_partition_reassignments.v0.request import (
 
 from tests.conftest import TEST_BROKER_OVERRIDES
 from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.cli import Result, ok, one_line_error, run_moldau
 from tests.helpers.names import unique_topic_name
 from tests.helpers.zookeeper import ZooKeeperServer
 from tests.integration.wire import WireClient
@@ -110,8 +112,11 @@ class Cluster:
 
     def fill(self, topic: str, count: int, size: int = 1000) -> list[bytes]:
         values = [b"%s-%06d-" % (topic.encode(), i) + b"x" * size for i in range(count)]
+        # 16 KiB batches (the Java client's default; librdkafka's is 1 MB): a throttled
+        # read still takes one whole batch, so small ones show the budget at work.
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
-                             "linger.ms": 5, "compression.type": "none"})
+                             "linger.ms": 5, "compression.type": "none",
+                             "batch.size": 16384})
         for v in values:
             producer.produce(topic, v, partition=0)
             producer.poll(0)
@@ -350,3 +355,51 @@ def test_describe_log_dirs_on_every_broker(cluster: Cluster) -> None:
 
     eventually(described, what="every broker describing its own replicas")
     assert sizes[1][0] < sizes[2][1] < sizes[3][2]
+
+
+def test_cli_reassign_list_cancel_verify_and_bad_input(cluster: Cluster, tmp_path: Path) -> None:
+    moving, planned = unique_topic_name("cli"), unique_topic_name("plan")
+    cluster.create(moving, [[1, 2]])
+    cluster.create(planned, [[1, 2]])
+    cluster.fill(moving, 300)
+    cluster.fill(planned, 50)
+
+    def moldau(*args: str) -> Result:
+        return run_moldau("cluster", "reassign", *args, bootstrap=cluster.bootstrap)
+
+    out = ok(moldau("--topic", moving, "--partition", "0", "--replicas", "2,3",
+                    "--throttle", "20000")).stdout
+    assert f"Reassigning {moving}-0: 1,2 -> 2,3." in out
+    assert "Throttle: 20000 bytes/s on brokers 1,2,3" in out
+    listed = ok(moldau("--list")).stdout
+    row = next(line.split() for line in listed.splitlines() if line.startswith(moving))
+    assert row == [moving, "0", "2,3,1", "3", "1"]
+    configs = cluster.admin.describe_configs(
+        [ConfigResource(ConfigResource.Type.TOPIC, moving)])
+    (entries,) = [f.result(timeout=30) for f in configs.values()]
+    assert entries["leader.replication.throttled.replicas"].value == "0:1,0:2"
+    assert entries["follower.replication.throttled.replicas"].value == "0:3"
+    out = ok(moldau("--cancel", "--topic", moving, "--partition", "0")).stdout
+    assert f"Cancelled the reassignment of {moving}-0." in out
+    assert not cluster.ongoing(moving)
+    broker_configs = cluster.admin.describe_configs(
+        [ConfigResource(ConfigResource.Type.BROKER, "3")])
+    (entries,) = [f.result(timeout=30) for f in broker_configs.values()]
+    assert entries["leader.replication.throttled.rate"].value == str(2**63 - 1)
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": planned, "partition": 0, "replicas": [3, 1], "log_dirs": ["any", "any"]}]}))
+    assert f"Reassigning {planned}-0: 1,2 -> 3,1." in ok(moldau("--file", str(plan))).stdout
+    eventually(lambda: "is complete" in moldau("--verify", "--file", str(plan)).stdout,
+               what="the plan complete")
+    assert cluster.view(planned)[1] == (3, 1)
+
+    # One clear line for bad input (the parsing itself: tests/unit/test_cli_reassign.py).
+    one_line_error(moldau("--topic", moving, "--partition", "0", "--replicas", "a,b"),
+                   "invalid --replicas 'a,b'")
+    one_line_error(moldau("--topic", moving, "--partition", "0", "--replicas", "1,9"),
+                   f"{moving}-0: Replica assignment has brokers that are not alive",
+                   "(INVALID_REPLICA_ASSIGNMENT)")
+    one_line_error(moldau("--cancel", "--topic", moving, "--partition", "0"),
+                   "(NO_REASSIGNMENT_IN_PROGRESS)")

@@ -1,10 +1,10 @@
-"""``moldau cluster``: run a local cluster (``up``), look at any cluster (``status``) and
-move its leaders (``elect-leaders``).
+"""``moldau cluster``: run a local cluster (``up``), look at any cluster (``status``), move
+its leaders (``elect-leaders``) and its partition replicas (``reassign``).
 
 ``up`` is a process supervisor, not a client: it starts Debian's ZooKeeper and N brokers as
 child processes (``moldau.cluster.local_cluster``) and stops them on Ctrl-C or SIGTERM.
-``status`` and ``elect-leaders`` are ordinary Kafka clients (``cluster_status``,
-``elect_leaders``).
+``status``, ``elect-leaders`` and ``reassign`` are ordinary Kafka clients (``cluster_status``,
+``elect_leaders``, ``reassign``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from types import FrameType
 import click
 
 from . import elect_leaders
+from . import reassign as reassign_tool
 from .cluster_status import gather, print_status
 from .connection import Connection, connection_options
 from .errors import CliError
@@ -158,3 +159,22 @@ def elect_leaders_command(conn: Connection, topic: str | None, partition: int | 
     election_type = election_type.lower()
     results = elect_leaders.elect(conn, election_type, topic, partition)
     elect_leaders.print_results(results, election_type)
+
+
+@cluster_group.command("reassign")
+@reassign_tool.options
+@connection_options
+def reassign(conn: Connection, topic: str | None, partition: int | None,
+             replicas: str | None, plan: Path | None, listing: bool, cancel: bool,
+             verify: bool, throttle: int | None) -> None:
+    """Move partition replicas between brokers, list or cancel moves (kafka-reassign-partitions).
+
+    \b
+    moldau cluster reassign --topic T --partition 0 --replicas 2,3 [--throttle 1000000]
+    moldau cluster reassign --file plan.json      (Kafka's reassignment JSON)
+    moldau cluster reassign --list
+    moldau cluster reassign --cancel --topic T --partition 0
+    moldau cluster reassign --verify --file plan.json
+    """
+    reassign_tool.run(conn, topic, partition, replicas, plan, listing, cancel, verify,
+                      throttle)

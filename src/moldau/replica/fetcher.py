@@ -221,6 +221,9 @@ class LeaderFetcher:
         if not by_topic:
             await asyncio.sleep(self._quota.delay_s() if held and self._quota else RETRY_S)
             return
+        # Throttled partitions ask for no more than the budget has left (one batch at least).
+        budget = max(min(PARTITION_MAX_BYTES, self._quota.available()), 1) \
+            if throttled and self._quota is not None else PARTITION_MAX_BYTES
         request = build(
             FetchRequest,
             cluster_id=None, replica_id=self.local_id,
@@ -230,7 +233,8 @@ class LeaderFetcher:
                 build(FetchPartition, partition=p.partition,
                       current_leader_epoch=p.leader_epoch, fetch_offset=p.log_end_offset,
                       last_fetched_epoch=-1, log_start_offset=p.log_start_offset,
-                      partition_max_bytes=PARTITION_MAX_BYTES)
+                      partition_max_bytes=budget if p.key in throttled else
+                      PARTITION_MAX_BYTES)
                 for p in parts)) for topic, parts in by_topic.items()),
             forgotten_topics_data=(), rack_id="")
         response = await conn.request(request)

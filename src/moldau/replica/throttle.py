@@ -12,18 +12,22 @@ network and disks. Two sides, each a broker-wide rate and a per-topic list:
   the partitions named (with its id) in ``follower.replication.throttled.replicas`` while it
   is not in sync; over budget, they are left out of its fetch requests.
 
-The budget is a token bucket of one second's worth of bytes, spent after the fact (a response
-may overshoot; the next ones wait), like Kafka's quota which compares a measured rate with the
+The budget is a token bucket of one second's worth of bytes: a throttled read asks for at most
+what is left (at least one batch), and what it got is spent after the fact (a batch may
+overshoot; the next reads wait), like Kafka's quota which compares a measured rate with the
 limit. Nothing is checked per record or when nothing is throttled: ``active`` is one attribute
 test on the fetch paths.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 
 from ..config.definitions import LONG_MAX
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
@@ -76,6 +80,9 @@ class ReplicationQuota:
     def _refresh(self) -> None:
         self.active = self.rate < LONG_MAX and bool(self._topics)
 
+    def throttled(self, topic: str) -> frozenset[int]:
+        return self._topics.get(topic, frozenset())
+
     def is_throttled(self, key: TopicPartition) -> bool:
         partitions = self._topics.get(key[0])
         return partitions is not None and (partitions is ALL or key[1] in partitions)
@@ -89,6 +96,12 @@ class ReplicationQuota:
         """Whether the budget is spent (throttled replicas must wait)."""
         self._refill()
         return self._tokens <= 0
+
+    def available(self) -> int:
+        """Bytes the budget allows now: a throttled read asks for no more (whole batches
+        may still overshoot it by one batch)."""
+        self._refill()
+        return max(int(self._tokens), 0)
 
     def record(self, size: int) -> None:
         """``size`` bytes of throttled replication were sent or received."""
@@ -112,14 +125,32 @@ class ReplicationThrottles:
         self.follower = ReplicationQuota()
 
     def set_rates(self, leader_rate: int, follower_rate: int) -> None:
+        if (leader_rate, follower_rate) != (self.leader.rate, self.follower.rate):
+            log.info("replication throttle rates: leader %s, follower %s bytes/s",
+                     _rate(leader_rate), _rate(follower_rate))
         self.leader.set_rate(leader_rate)
         self.follower.set_rate(follower_rate)
 
     def set_topic(self, topic: str, leader_replicas: Iterable[str],
                   follower_replicas: Iterable[str]) -> None:
-        self.leader.set_topic(topic, throttled_partitions(leader_replicas, self.broker_id))
-        self.follower.set_topic(topic, throttled_partitions(follower_replicas, self.broker_id))
+        leader = throttled_partitions(leader_replicas, self.broker_id)
+        follower = throttled_partitions(follower_replicas, self.broker_id)
+        if (leader, follower) != (self.leader.throttled(topic), self.follower.throttled(topic)):
+            log.info("replication throttle of %s: leader side %s, follower side %s", topic,
+                     _partitions(leader), _partitions(follower))
+        self.leader.set_topic(topic, leader)
+        self.follower.set_topic(topic, follower)
 
     def drop_topic(self, topic: str) -> None:
         self.leader.set_topic(topic, frozenset())
         self.follower.set_topic(topic, frozenset())
+
+
+def _rate(rate: int) -> str:
+    return "unlimited" if rate >= LONG_MAX else str(rate)
+
+
+def _partitions(partitions: frozenset[int]) -> str:
+    if partitions is ALL:
+        return "all partitions"
+    return "partitions " + ",".join(map(str, sorted(partitions))) if partitions else "none"

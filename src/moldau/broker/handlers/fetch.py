@@ -115,7 +115,9 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
             held = throttling and follower not in partition.isr and \
                 quota.is_throttled(partition.key)
             try:
-                if held and quota.exceeded():
+                if held:
+                    limit = min(limit, quota.available())
+                if held and limit <= 0:
                     read.held = True
                     partition.check_epoch(current_epoch)
                 elif limit > 0 or total == 0:
