@@ -284,3 +284,34 @@ def test_a_new_leader_tells_followers_where_their_older_epoch_ends_before_it_wri
     partition.make_leader(2, (ME,), replicas=(ME, F1), now_ms=NOW)
     assert partition.last_offset_for_leader_epoch(2, 1) == (0, 2)
     assert partition.last_offset_for_leader_epoch(2, 2) == (2, 2)
+
+
+def test_a_stopped_partition_answers_later_acks_waiters_at_once(tmp_path: Path) -> None:
+    """A reassignment (or a deletion) removes a partition while a deferred produce has
+    appended but not yet started waiting: its wait must not last until the request timeout."""
+    async def run() -> None:
+        partition, _ = make(tmp_path)
+        partition.make_leader(1, (ME, F1), now_ms=NOW)
+        end = append(partition)
+        early = partition.wait_for_acks(end)
+        partition.stop()
+        assert early.result() is ErrorCode.not_leader_or_follower
+        assert partition.wait_for_acks(end).result() is ErrorCode.not_leader_or_follower
+        assert partition.role is Role.FOLLOWER and partition.leader_id == -1
+
+    asyncio.run(run())
+
+
+def test_update_replicas_tracks_added_followers_and_keeps_isr_members(tmp_path: Path) -> None:
+    partition, _ = make(tmp_path)
+    partition.make_leader(1, (ME, F1), (ME, F1), now_ms=NOW)
+    end = append(partition, 2)
+    partition.update_replicas((F2, ME, F1), NOW)  # a reassignment adds F2
+    assert partition.follower(F2) is not None and F2 not in partition.isr
+    partition.update_follower_position(F1, end, NOW + 1)
+    assert partition.high_watermark == end, "F2 is not in the ISR: it does not hold it back"
+    partition.update_replicas((ME, F2), NOW)  # F1 removed, but still in the ISR
+    assert partition.follower(F1) is not None, "kept until the controller drops it"
+    # The controller's next state (epoch + 1, F1 out of the ISR) forgets it.
+    assert partition.make_leader(2, (ME,), (ME, F2), now_ms=NOW + 2)
+    assert partition.follower(F1) is None and partition.follower(F2) is not None

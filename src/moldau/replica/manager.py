@@ -97,7 +97,7 @@ class ReplicaManager:
             key = (topic, number)
             partition = self._partitions.pop(key, None)
             if partition is not None:
-                partition.fail_waiters(ErrorCode.not_leader_or_follower)
+                partition.stop()
             self.fetch_purgatory.wake_all(key)
             self.replica_fetch_purgatory.wake_all(key)
         return detached

@@ -266,6 +266,17 @@ class Partition:
         self.fail_waiters(ErrorCode.not_leader_or_follower)
         return True
 
+    def stop(self) -> None:
+        """No longer hosted here (deleted, or a reassignment moved it away): lead and follow
+        nobody, and answer every ``acks=all`` waiter NOT_LEADER_OR_FOLLOWER, including one
+        that registers later (a deferred produce whose wait starts after this: it would
+        otherwise wait for a high watermark that never moves)."""
+        self.role = Role.FOLLOWER
+        self.leader_id = -1
+        self.isr = frozenset()
+        self._followers = {}
+        self.fail_waiters(ErrorCode.not_leader_or_follower)
+
     def fail_waiters(self, code: ErrorCode) -> None:
         """Answer every ``acks=all`` and DeleteRecords waiter with ``code`` (leadership lost,
         partition gone)."""
