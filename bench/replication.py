@@ -30,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
 
 from moldau.cluster.local_cluster import ClusterSpec, LocalCluster
 
@@ -128,15 +129,16 @@ def _failover(cluster: LocalCluster, bootstrap: str, topic: str) -> dict[str, An
 
 def _failover_sigterm(cluster: LocalCluster, bootstrap: str, topic: str) -> dict[str, Any]:
     """SIGTERM the leader of partition 0 while two producers send to it every 5 ms: an
-    idempotent acks=all one (whose retries hide errors: its longest pause between two acks is
-    the stall) and an acks=all one with ``retries=0`` (every failed request is an error in
-    its delivery report: first to last error is the produce-error window)."""
+    idempotent acks=all librdkafka one (whose retries hide errors: its longest pause between
+    two acks is the stall) and an acks=all kafka-python one with ``retries=0`` (every failed
+    request is an error: first to last error is the produce-error window; librdkafka retries
+    NOT_LEADER_OR_FOLLOWER even with ``retries=0``, so it cannot show them)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
     common = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0}
     steady = Producer({**common, "enable.idempotence": True, "message.timeout.ms": 60000})
-    probe = Producer({**common, "retries": 0, "max.in.flight.requests.per.connection": 1,
-                      "message.timeout.ms": 60000})
+    probe = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=0, linger_ms=0,
+                          max_in_flight_requests_per_connection=1)
     acks: list[tuple[float, float]] = []  # (sent, acked) of the idempotent producer
     errors: list[float] = []
     lock = threading.Lock()
@@ -146,10 +148,9 @@ def _failover_sigterm(cluster: LocalCluster, bootstrap: str, topic: str) -> dict
             with lock:
                 acks.append((sent, time.monotonic()))
 
-    def on_probe(err: Any, _msg: Any) -> None:
-        if err is not None:
-            with lock:
-                errors.append(time.monotonic())
+    def on_probe_error(_exc: Exception) -> None:
+        with lock:
+            errors.append(time.monotonic())
 
     stopped_at = 0.0
     deadline = time.monotonic() + 60
@@ -158,7 +159,7 @@ def _failover_sigterm(cluster: LocalCluster, bootstrap: str, topic: str) -> dict
         now = time.monotonic()
         steady.produce(topic, b"s%d" % sent, partition=0,
                        on_delivery=lambda e, m, t=now: on_steady(e, m, t))
-        probe.produce(topic, b"p%d" % sent, partition=0, on_delivery=on_probe)
+        probe.send(topic, b"p%d" % sent, partition=0).add_errback(on_probe_error)
         sent += 1
         if sent == 200:
             proc = cluster.brokers[leader].proc
@@ -168,9 +169,9 @@ def _failover_sigterm(cluster: LocalCluster, bootstrap: str, topic: str) -> dict
         if stopped_at and now > stopped_at + 5:
             break
         steady.poll(0.005)
-        probe.poll(0)
     steady.flush(60)
     probe.flush(60)
+    probe.close(10)
     proc = cluster.brokers[leader].proc
     assert proc is not None
     proc.wait(30)

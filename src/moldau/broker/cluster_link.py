@@ -180,8 +180,9 @@ class ClusterLink:
         await self.stop_fetchers()
         led = [p for p in self._broker.replicas.all_partitions()
                if p.is_leader and len(p.isr) > 1]
+        assert self._loop is not None
         for p in led:
-            p.handing_over = True
+            p.handover = self._loop.create_future()
         started = time.monotonic()
         codes = await self._broker.replicas.wait_for_acks(
             [(p, p.log_end_offset) for p in led], drain_timeout_s)
@@ -209,8 +210,17 @@ class ClusterLink:
         """Partitions the controller left here (no other in-sync replica) take appends again."""
         for key in partitions:
             hosted = self._broker.partition(*key)
-            if hosted is not None:
-                hosted.handing_over = False
+            if hosted is not None and hosted.handover is not None:
+                handover, hosted.handover = hosted.handover, None
+                if not handover.done():
+                    handover.set_result(None)
+
+    def end_handover(self) -> None:
+        """The hand-over is over (leadership moved, or it failed): produce requests waiting
+        for it are answered now, NOT_LEADER_OR_FOLLOWER for what is still fenced."""
+        for p in self._broker.replicas.all_partitions():
+            if p.handover is not None and not p.handover.done():
+                p.handover.set_result(None)
 
     async def apply_led_states(self) -> None:
         """Read the states of the partitions this broker leads from ZooKeeper and apply them

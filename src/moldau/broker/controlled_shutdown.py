@@ -6,11 +6,13 @@ of waiting for its ZooKeeper session to end and a failover:
 
 1. it stops following leaders for good (``ClusterLink.begin_controlled_shutdown``): a broker
    still fetching would be taken back into the ISRs the controller is about to take it out
-   of; and it stops appending to the replicated partitions it leads (NOT_LEADER_OR_FOLLOWER;
-   producers retry) until their followers have every record it wrote (at most
-   ``DRAIN_TIMEOUT_S``). So the next leader holds all of it, and no batch written here but
-   not yet acknowledged is sent again by its producer and written twice (moldau keeps no
-   producer sequence state yet to catch such a retry);
+   of; and it stops appending to the replicated partitions it leads until their followers
+   have every record it wrote (at most ``DRAIN_TIMEOUT_S``). So the next leader holds all of
+   it, and no batch written here but not yet acknowledged is sent again by its producer and
+   written twice (moldau keeps no producer sequence state yet to catch such a retry).
+   Produce requests for them wait until the hand-over is over and are then answered
+   NOT_LEADER_OR_FOLLOWER: answered at once, a client would ask Metadata while it still
+   names this broker and back off longer with every retry;
 2. it sends ControlledShutdown(broker id, broker epoch) to the current controller and tries
    again, ``controlled.shutdown.max.retries`` attempts in all, ``controlled.shutdown.retry.
    backoff.ms`` apart, while the controller moved (NOT_CONTROLLER), cannot be reached, or
@@ -78,6 +80,7 @@ async def controlled_shutdown(link: ClusterLink, max_retries: int, backoff_ms: i
             log.warning("controlled shutdown did not complete; shutting down anyway")
         await _bounded(link.apply_led_states(), "applying the new partition states")
     finally:
+        link.end_handover()
         if link.election.is_controller or link.election.controller_id == link.node_id:
             await _bounded(asyncio.to_thread(link.resign_controller),
                            "resigning as controller")

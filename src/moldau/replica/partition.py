@@ -128,8 +128,10 @@ class Partition:
         #: Set in a cluster: ISR changes are proposed to ZooKeeper instead of applied here.
         self.propose_isr: Callable[[Partition, frozenset[int]], None] | None = None
         #: Set while this broker hands its leadership over (controlled shutdown): appends are
-        #: refused, so the new leader (an ISR member, caught up first) has every record.
-        self.handing_over = False
+        #: refused, so the new leader (an ISR member, caught up first) has every record. The
+        #: future is done once the hand-over ended (produce requests wait for it, see the
+        #: produce handler).
+        self.handover: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, {self.role.value}, "
@@ -323,7 +325,7 @@ class Partition:
         before anything is written (NOT_ENOUGH_REPLICAS). Log errors pass through. The batches
         stay opaque bytes: the log patches their headers and writes them with one writev.
         """
-        if self.role is not Role.LEADER or self.handing_over:
+        if self.role is not Role.LEADER or self.handover is not None:
             raise ReplicaError(ErrorCode.not_leader_or_follower,
                                f"broker {self.local_id} is not the leader of "
                                f"{self.topic}-{self.partition}")

@@ -12,6 +12,8 @@ Produce meanwhile instead of leaving it unread for a whole replication round tri
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import logging
 from typing import Any
@@ -43,6 +45,8 @@ log = logging.getLogger(__name__)
 
 #: Kafka lets only this client id append to internal topics (its AdminUtils.AdminClientId).
 ADMIN_CLIENT_ID = "__admin_client"
+#: Longest a produce request waits for a leadership hand-over (controlled shutdown) to end.
+HANDOVER_WAIT_S = 5.0
 
 # Most specific first: the first matching class decides the code.
 _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
@@ -121,6 +125,16 @@ def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
     return _appended_response(m, index, ErrorCode.none, result)
 
 
+async def _wait_for_handover(partition: Partition | None) -> None:
+    """A partition whose leadership this broker is handing over (controlled shutdown) is
+    answered once it moved, so that the client's retry finds the new leader in Metadata at
+    once instead of backing off longer with every NOT_LEADER_OR_FOLLOWER from here."""
+    handover = partition.handover if partition is not None else None
+    if handover is not None and not handover.done():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(handover), HANDOVER_WAIT_S)
+
+
 def _appended_response(m: Any, index: int, code: ErrorCode, result: AppendResult) -> Any:
     return _partition_response(
         m, index, code, None, result.base_offset, result.log_append_time_ms,
@@ -182,6 +196,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         else:
             entries = []
             for p in topic_data.partition_data:
+                await _wait_for_handover(broker.partition(name, p.index))
                 entries.append(_append(ctx, name, p, acks))
                 await pacer.tick()
         appended_topics.append((name, entries))
