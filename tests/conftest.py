@@ -29,9 +29,13 @@ from tests.helpers import BrokerProcess, ExternalBroker, netns, unique_topic_nam
 from tests.helpers.zookeeper import ZooKeeperServer, missing_reason
 
 # Test brokers answer group joins at once and run retention often, so tests stay short.
+# Leadership moves only through what a test does: no automatic preferred-leader rebalance
+# (Kafka's default is on), which could move a leader while a test's producers run, and
+# without producer-state dedup on the broker a retried batch may then be written twice.
 TEST_BROKER_OVERRIDES = (
     "group.initial.rebalance.delay.ms=0",
     "log.retention.check.interval.ms=1000",
+    "auto.leader.rebalance.enable=false",
 )
 
 MakeBroker = Callable[..., BrokerProcess]

@@ -1,7 +1,7 @@
 """Preferred and requested leader elections on three real brokers and a real ZooKeeper.
 
 A killed preferred leader restarts, truncates, catches up and rejoins the ISR without taking
-leadership back by itself (``auto.leader.rebalance.enable=false`` on this module's cluster);
+leadership back by itself (test brokers run with ``auto.leader.rebalance.enable=false``);
 ElectLeaders through confluent-kafka's AdminClient, ``moldau cluster elect-leaders`` and the
 /admin/preferred_replica_election znode then move it back, with nothing acknowledged lost by
 an acks=all producer writing all along. Kafka's per-partition errors, NOT_CONTROLLER from
@@ -45,13 +45,14 @@ Assignment = list[list[int]]
 @pytest.fixture(scope="module")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[tuple[list[BrokerProcess], str]]:
-    """Three brokers without automatic rebalance, and their ``zookeeper.connect``."""
+    """Three brokers (without automatic rebalance, as every test broker), and their
+    ``zookeeper.connect``."""
     connect = zookeeper.connect_string("/" + unique_topic_name("moldau-elect"))
     base: Path = tmp_path_factory.mktemp("elect")
     brokers = [BrokerProcess(base / f"broker-{i}", overrides=(
         *TEST_BROKER_OVERRIDES, f"node.id={i}", f"zookeeper.connect={connect}",
-        f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}", "min.insync.replicas=2",
-        "auto.leader.rebalance.enable=false")) for i in (1, 2, 3)]
+        f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}", "min.insync.replicas=2"))
+        for i in (1, 2, 3)]
     try:
         for b in brokers:
             b.start()
@@ -319,6 +320,7 @@ def test_unclean_election_makes_an_out_of_sync_replica_lead(
 def test_auto_rebalance_moves_leadership_back(make_broker: MakeBroker, zk_connect: str,
                                               topic_name: str) -> None:
     brokers = start_cluster(make_broker, zk_connect, 3, "min.insync.replicas=2",
+                            "auto.leader.rebalance.enable=true",  # tests turn it off
                             "leader.imbalance.check.interval.seconds=1")
     eventually(lambda: describe(brokers[0], "-")[0] == [1, 2, 3], what="three brokers")
     controller = describe(brokers[0], "-")[1]
