@@ -19,7 +19,8 @@ controller broker on a thread of its own (``leader-election``), one election at 
   every ``leader.imbalance.check.interval.seconds``, for each broker the share of the
   partitions it is preferred leader of that are led elsewhere; above
   ``leader.imbalance.per.broker.percentage`` the ones whose preferred replica is live and in
-  the ISR get a PREFERRED election (Kafka's checkAndTriggerAutoLeaderRebalance).
+  the ISR get a PREFERRED election (Kafka's checkAndTriggerAutoLeaderRebalance), unless a
+  partition reassignment is in progress.
 
 *Live* means registered and not in a controlled shutdown (``shutting_down``), as Kafka's
 controller counts live brokers. Decisions are taken on the partition-state cache
@@ -364,6 +365,8 @@ class LeaderElector:
     def _rebalance(self, lease: ControllerLease) -> None:
         """Kafka's checkAndTriggerAutoLeaderRebalance (see the module docstring)."""
         store = self._store
+        if any(store.reassigning().values()):
+            return  # as Kafka: leadership is not rebalanced while replicas are being moved
         deleting = set(store.pending_deletions())
         by_preferred: dict[int, list[Key]] = defaultdict(list)
         leaders: dict[Key, int] = {}
