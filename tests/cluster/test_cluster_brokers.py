@@ -20,6 +20,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.exceptions import NoNodeError
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 
 from tests.conftest import MakeBroker
@@ -150,8 +151,11 @@ def test_controller_kill9_elects_another(make_broker: MakeBroker, zk_connect: st
         survivors = [b for b in brokers if b is not killed]
 
         def moved() -> bool:
-            data = zk.exists("/controller") and zk.get("/controller")[0]
-            return bool(data) and json.loads(data)["brokerid"] != controller
+            try:  # /controller may go between any two reads: between two controllers
+                data = zk.get("/controller")[0]
+            except NoNodeError:
+                return False
+            return json.loads(data)["brokerid"] != controller
         eventually(moved, timeout=SESSION_TIMEOUT_MS / 1000 + 20, what="a new controller")
         assert int(zk.get("/controller_epoch")[0]) == epoch + 1
         # The dead broker's registration is gone and its partition moved off... it had no
