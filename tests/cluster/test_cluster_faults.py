@@ -323,3 +323,34 @@ def test_replicas_converge_after_unclean_elections_with_interleaved_epochs(
                what="every replica back in the ISR")
     eventually(lambda: logs()[0] == logs()[1] == logs()[2], timeout=30,
                what="every replica with the same log")
+
+
+def test_group_offsets_are_replicated_by_default(make_broker: MakeBroker, zk_connect: str,
+                                                 topic_name: str) -> None:
+    """``__consumer_offsets`` gets ``offsets.topic.replication.factor`` (3) replicas, not
+    ``default.replication.factor`` (1): with ``min.insync.replicas=2`` a single replica
+    refused every offset commit and group assignment (NOT_ENOUGH_REPLICAS), and one broker's
+    loss would lose the group's offsets."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    brokers = rf3_cluster(make_broker, zk_connect, topic_name, 1)
+    sender = Sender(bootstrap_of(brokers), new_history(topic_name, 1))
+    sender.send(10)
+    consumer = Consumer({"bootstrap.servers": bootstrap_of(brokers), "group.id": topic_name,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic_name])
+        read = 0
+        deadline = time.monotonic() + 60
+        while read < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                read += 1
+        assert read == 10
+        committed = consumer.commit(asynchronous=False)
+        assert committed is not None and committed[0].offset == 10
+        assert consumer.committed([TopicPartition(topic_name, 0)], timeout=30)[0].offset == 10
+    finally:
+        consumer.close()
+    parts = describe(brokers[0], "__consumer_offsets")[2]
+    assert parts and all(len(replicas) == 3 for _, replicas, _ in parts.values())

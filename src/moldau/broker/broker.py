@@ -362,18 +362,22 @@ class Broker:
         configs: dict[str, str | None],
         *,
         validate_only: bool = False,
+        replication_factor: int | None = None,
     ) -> TopicMetadata:
         """Create a topic on the event loop (internal topics, auto-creation, tests).
 
         Raises :class:`ApiError` with the code Kafka would send. Admin requests use
-        :meth:`create_topic_async`, which does the file work off the loop.
+        :meth:`create_topic_async`, which does the file work off the loop. In a cluster the
+        topic gets ``replication_factor`` replicas (default: ``default.replication.factor``),
+        capped by the live brokers.
         """
         topic, log_config = self._check_new_topic(name, partitions, configs)
         if validate_only:
             return topic
         if self.cluster is not None:
             # Not on the loop: ZooKeeper writes happen in the background (clients retry).
-            self.cluster.auto_create(name, partitions, self.config.default_replication_factor,
+            self.cluster.auto_create(name, partitions,
+                                     replication_factor or self.config.default_replication_factor,
                                      topic.configs)
             raise ApiError(ErrorCode.leader_not_available, f"Topic '{name}' is being created.")
         try:

@@ -130,7 +130,9 @@ class GroupService:
     # -- __consumer_offsets -------------------------------------------------------------------
 
     def offsets_topic(self, *, create: bool) -> TopicMetadata | None:
-        """The internal topic, created on first use with Kafka's settings for it."""
+        """The internal topic, created on first use with Kafka's settings for it (in a
+        cluster with ``offsets.topic.replication.factor`` replicas: committed offsets must
+        survive a broker, and their writes wait for ``min.insync.replicas``)."""
         topic = self.broker.metadata.topic(OFFSETS_TOPIC)
         if topic is None and create:
             config = self.broker.config
@@ -138,7 +140,7 @@ class GroupService:
                 "cleanup.policy": "compact",
                 "segment.bytes": str(config.offsets_topic_segment_bytes),
                 "compression.type": "producer",
-            })
+            }, replication_factor=config.offsets_topic_replication_factor)
         return topic
 
     def partition_of(self, group_id: str) -> int | None:
