@@ -1,6 +1,6 @@
 """Replication figures of issue 11, as JSON lines: RF 3 against RF 1, p99 ack, failover.
 
-    python -m bench.replication [--quick]
+    python -m bench.replication [--quick] [--rejoin-mb N]
 
 Starts one broker alone (RF 1) and a local 3-broker cluster with its own ZooKeeper
 (``moldau.cluster.local_cluster``, free ports, a temporary directory), then measures:
@@ -9,8 +9,9 @@ produce 1 KiB records with acks=all on RF 1 and on RF 3 with ``min.insync.replic
 after SIGTERM of a partition leader (a controlled shutdown): the time to the first
 acknowledged produce sent after it, the longest pause between two acks of an idempotent
 producer, and the produce-error window seen by a producer that does not retry; the time from
-kill -9 of a partition leader to the first acknowledged produce sent after it. Every loop is
-bounded in count and time.
+kill -9 of a partition leader to the first acknowledged produce sent after it; the time a
+follower killed -9 while ``--rejoin-mb`` MB were written takes, once restarted, to rejoin the
+ISR (and that scaled to 1 GB). Every loop is bounded in count and time.
 """
 
 from __future__ import annotations
@@ -186,6 +187,45 @@ def _failover_sigterm(cluster: LocalCluster, bootstrap: str, topic: str) -> dict
             "produce_error_window_s": round(errors[-1] - errors[0], 3) if errors else 0.0}
 
 
+def _isr(admin: AdminClient, topic: str) -> list[int]:
+    md = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(0)
+    return [] if md is None else sorted(md.isrs)
+
+
+def _rejoin(cluster: LocalCluster, bootstrap: str, megabytes: int) -> dict[str, Any]:
+    """kill -9 a follower, produce ``megabytes`` while it is down, restart it and time its
+    way back into the ISR: restart to listening (start-up, log recovery), then listening to
+    in sync (truncation check and catch-up). Per GB is a linear extrapolation of the catch-up
+    measured here, plus the start-up as measured (it does not grow with the data)."""
+    topic = _topic(bootstrap, 1, 3, {"min.insync.replicas": "2"})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    follower = next(b for b in _isr(admin, topic) if b != leader)
+    cluster.kill_broker(follower)
+    deadline = time.monotonic() + 60
+    while follower in _isr(admin, topic) and time.monotonic() < deadline:
+        time.sleep(0.2)  # acks=all would wait for it until its session expires
+    record = 16 * 1024
+    behind = produce(bootstrap, topic, megabytes * 1_000_000 // record, record)
+    started = time.monotonic()
+    cluster.start_broker(follower)
+    listening = time.monotonic()
+    deadline = listening + 600
+    while follower not in _isr(admin, topic) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rejoined = time.monotonic()
+    in_sync = follower in _isr(admin, topic)
+    mb = behind["records"] * record / 1e6
+    start_s, catch_up_s = listening - started, rejoined - listening
+    return {"workload": "follower_rejoin_isr", "mb_behind": round(mb),
+            "rejoined": in_sync, "restart_to_listening_s": round(start_s, 2),
+            "listening_to_isr_s": round(catch_up_s, 2),
+            "catch_up_mb_per_s": round(mb / catch_up_s) if in_sync and catch_up_s else None,
+            "seconds_per_gb_extrapolated": round(start_s + catch_up_s * 1000 / mb, 1)
+            if in_sync else None,
+            "note": f"measured {round(mb)} MB behind; per GB scales the catch-up linearly"}
+
+
 def _three_live(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 60
@@ -196,7 +236,11 @@ def _three_live(bootstrap: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="10x fewer records")
+    parser.add_argument("--rejoin-mb", type=int, default=None,
+                        help="how far a restarted follower is behind (default 300, quick 50)")
     args = parser.parse_args()
+    if args.rejoin_mb is None:
+        args.rejoin_mb = 50 if args.quick else 300
     count = 20_000 if args.quick else 200_000
     results: list[dict[str, Any]] = []
     alone = BenchBroker()
@@ -234,6 +278,10 @@ def main() -> None:
             _three_live(spec.bootstrap)
             topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
             print(json.dumps(_failover(cluster, spec.bootstrap, topic)), flush=True)
+            for broker in cluster.brokers:  # the one killed above comes back
+                cluster.start_broker(broker.broker_id)
+            _three_live(spec.bootstrap)
+            print(json.dumps(_rejoin(cluster, spec.bootstrap, args.rejoin_mb)), flush=True)
         finally:
             cluster.stop()
             if env_level is None:
