@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from confluent_kafka import Consumer, TopicPartition
 from kazoo.client import KazooClient
 
 from moldau.cluster.znodes import BrokerRegistration, Endpoint
@@ -58,3 +59,25 @@ class Stores:
         for store in self.opened:
             with contextlib.suppress(Exception):  # already closed by the test
                 store.close()
+
+
+def read_to_end(bootstrap: str, topic: str, timeout: float = 60.0) -> list[bytes]:
+    """Every record of partition 0 up to its high watermark (duplicates included); fails
+    when the end is not reached within ``timeout``."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    try:
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        position = 0
+        deadline = time.monotonic() + timeout
+        while position < end and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+                position = msg.offset() + 1
+        assert position >= end, f"read to {position} of {end} within {timeout:.0f} s"
+        return got
+    finally:
+        consumer.close()

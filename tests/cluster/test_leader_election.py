@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import (
-    Consumer,
     ElectionType,
     KafkaError,
     KafkaException,
@@ -36,7 +35,7 @@ from tests.helpers.cli import run_moldau
 from tests.helpers.zookeeper import ZooKeeperServer
 from tests.integration.wire import WireClient
 
-from .helpers import eventually, raw_client
+from .helpers import eventually, raw_client, read_to_end
 from .test_cluster_brokers import SESSION_TIMEOUT_MS, describe, start_cluster
 
 Assignment = list[list[int]]
@@ -101,28 +100,6 @@ def elect(brokers: list[BrokerProcess], election_type: ElectionType,
     return {(tp.topic, tp.partition): None if err is None else
             (err.args[0] if isinstance(err, KafkaException) else err).code()
             for tp, err in result.items()}
-
-
-def read_to_end(bootstrap: str, topic: str, timeout: float = 60.0) -> list[bytes]:
-    """Every record of partition 0 up to its high watermark (duplicates included)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False})
-    try:
-        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        got: list[bytes] = []
-        position = 0
-        deadline = time.monotonic() + timeout
-        while position < end and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-                position = msg.offset() + 1
-        assert position >= end, f"read to {position} of {end} within {timeout:.0f} s"
-        return got
-    finally:
-        consumer.close()
-
 
 class AckedProducer:
     """An idempotent acks=all producer writing to one partition on a thread of its own."""

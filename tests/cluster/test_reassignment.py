@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as CTopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -46,7 +45,7 @@ from tests.helpers.names import unique_topic_name
 from tests.helpers.zookeeper import ZooKeeperServer
 from tests.integration.wire import WireClient
 
-from .helpers import eventually
+from .helpers import eventually, read_to_end
 from .test_cluster_brokers import SESSION_TIMEOUT_MS, describe
 
 BROKERS = (1, 2, 3)
@@ -150,25 +149,6 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
         for b in brokers.values():
             b.stop()
 
-
-def read_all(bootstrap: str, topic: str, timeout: float = 60) -> list[bytes]:
-    """Partition 0 from the start to its high watermark."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
-                         "enable.auto.commit": False})
-    _, end = consumer.get_watermark_offsets(CTopicPartition(topic, 0), timeout=30)
-    consumer.assign([CTopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    position = 0
-    deadline = time.monotonic() + timeout
-    while position < end and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-            position = msg.offset() + 1
-    consumer.close()
-    return got
-
-
 def test_move_rf2_partition_under_acks_all_load(cluster: Cluster) -> None:
     topic = unique_topic_name("move")
     cluster.create(topic, [[1, 2]], **{"min.insync.replicas": "2"})
@@ -212,7 +192,7 @@ def test_move_rf2_partition_under_acks_all_load(cluster: Cluster) -> None:
           f"{len(acked)} acked, {len(failed)} failed")
     assert not failed, failed[:3]
     leader = cluster.view(topic)[0]
-    got = read_all(cluster.brokers[leader].bootstrap, topic)
+    got = read_to_end(cluster.brokers[leader].bootstrap, topic)
     # The leader moved: produces waiting for acks on the old one were answered
     # NOT_LEADER_OR_FOLLOWER and retried on the new one. moldau keeps no producer state on the
     # broker (Kafka's sequence dedup), so a retried batch the old leader had replicated may
@@ -445,7 +425,7 @@ def test_reassignment_survives_a_controller_kill9(cluster: Cluster) -> None:
                timeout=60, what="the move completed by the new controller")
     eventually(lambda: not cluster.partition_dir(source, topic).exists(),
                what="the source's log deleted")
-    got = read_all(cluster.brokers[target].bootstrap, topic)
+    got = read_to_end(cluster.brokers[target].bootstrap, topic)
     assert got == values
     cluster.brokers[controller].restart()
     eventually(lambda: describe(cluster.brokers[source], "-")[0] == [1, 2, 3],
