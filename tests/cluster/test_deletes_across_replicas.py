@@ -149,20 +149,28 @@ def earliest_and_first(broker: BrokerProcess, topic: str) -> tuple[int, int]:
         consumer.close()
 
 
-def test_delete_records_reaches_every_in_sync_replica_before_it_answers(
-        make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
+def three_replicas_with_100_records(make_broker: MakeBroker, zk_connect: str,
+                                    topic: str) -> tuple[list[BrokerProcess], AdminClient]:
+    """Three brokers, ``topic`` with one partition led by broker 1 and all three in its ISR,
+    and 100 records acknowledged by all of them."""
     brokers = start_cluster(make_broker, zk_connect, 3)
-    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
-    admin = AdminClient({"bootstrap.servers": brokers[2].bootstrap})
-    admin.create_topics([NewTopic(topic_name, 1, replica_assignment=[[1, 2, 3]])]
-                        )[topic_name].result(timeout=30)
-    eventually(lambda: describe(brokers[0], topic_name)[2].get(0, (-1, (), ()))[::2] == (
+    eventually(lambda: describe(brokers[0], topic)[0] == [1, 2, 3], what="three brokers")
+    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2, 3]])]
+                        )[topic].result(timeout=30)
+    eventually(lambda: describe(brokers[0], topic)[2].get(0, (-1, (), ()))[::2] == (
         1, (1, 2, 3)), what="leader 1 with ISR [1, 2, 3]")
     producer = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all",
                          "linger.ms": 5})
     for i in range(100):
-        producer.produce(topic_name, value=b"%d" % i, partition=0)
+        producer.produce(topic, value=b"%d" % i, partition=0)
     assert producer.flush(30) == 0
+    return brokers, admin
+
+
+def test_delete_records_reaches_every_in_sync_replica_before_it_answers(
+        make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
+    brokers, admin = three_replicas_with_100_records(make_broker, zk_connect, topic_name)
     started = time.monotonic()
     [deleted] = admin.delete_records([Tp(topic_name, 0, 60)],
                                      operation_timeout=30).values()
@@ -180,18 +188,7 @@ def test_delete_records_reaches_every_in_sync_replica_before_it_answers(
 
 def test_delete_records_waits_for_a_paused_in_sync_follower(
         make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
-    brokers = start_cluster(make_broker, zk_connect, 3)
-    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
-    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
-    admin.create_topics([NewTopic(topic_name, 1, replica_assignment=[[1, 2, 3]])]
-                        )[topic_name].result(timeout=30)
-    eventually(lambda: describe(brokers[0], topic_name)[2].get(0, (-1, (), ()))[::2] == (
-        1, (1, 2, 3)), what="leader 1 with ISR [1, 2, 3]")
-    producer = Producer({"bootstrap.servers": brokers[0].bootstrap, "acks": "all",
-                         "linger.ms": 5})
-    for i in range(100):
-        producer.produce(topic_name, value=b"%d" % i, partition=0)
-    assert producer.flush(30) == 0
+    brokers, admin = three_replicas_with_100_records(make_broker, zk_connect, topic_name)
     brokers[2].pause()
     try:
         # Broker 3 is still in the ISR (its session has not expired) and cannot fetch.
