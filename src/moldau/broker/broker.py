@@ -55,6 +55,7 @@ from .errors import ApiError
 from .group_service import OFFSETS_TOPIC, GroupService
 from .loop_watchdog import RunningRequests
 from .response import Deferred, Pending, Response
+from .test_faults import DroppedResponse, ProduceResponseDropper
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
 
 if TYPE_CHECKING:
@@ -193,6 +194,10 @@ class Broker:
         self.apply_throttle_rates()
         #: The request each connection task is handling, named by the loop-stall watchdog.
         self.running = RunningRequests()
+        #: Test-only fault hook (off by default), see broker/test_faults.py.
+        self.produce_dropper = ProduceResponseDropper(
+            self.config.test_drop_produce_response_after_append,
+            self.config.test_stop_after_dropped_response)
         #: Topics whose partitions are being created, deleted, or added to, off the loop.
         self._creating: set[str] = set()
         self._deleting: set[str] = set()
@@ -691,6 +696,9 @@ class Broker:
         task = self.running.begin(api.name, version, header.client_id, request)
         try:
             result = await handler(request, ctx)
+        except DroppedResponse:
+            self.running.end(task)
+            raise
         except Exception as exc:
             self.running.end(task)
             return self._with_header(header, flexible, self._answer_failure(
@@ -708,6 +716,8 @@ class Broker:
         """Finish a deferred handler's answer and encode it (failures answered as Kafka)."""
         try:
             result = await pending
+        except DroppedResponse:
+            raise
         except Exception as exc:
             return self._with_header(header, flexible, self._answer_failure(
                 api, version, header, request, client_host, exc))
@@ -785,6 +795,8 @@ class Broker:
         # no partition has a follower, so a pass costs one length check per partition.
         lag_ms = self.config.replica_lag_time_max_ms
         self._tasks.append(loop.create_task(self._every(lag_ms // 2, self._expire_isrs)))
+        self._tasks.append(loop.create_task(self._every(
+            self.config.producer_id_expiration_check_interval_ms, self._expire_producers)))
         self.groups.start()
         if self.cluster is not None:
             self.cluster.attach(loop)
@@ -829,6 +841,14 @@ class Broker:
 
     def _expire_isrs(self) -> None:
         self.replicas.shrink_isrs(now_ms(), self.config.replica_lag_time_max_ms)
+
+    def _expire_producers(self) -> None:
+        """Forget idempotent producers idle longer than producer.id.expiration.ms (read
+        at each pass: the key is dynamic)."""
+        now, expiration = now_ms(), self.config.producer_id_expiration_ms
+        for plog in self.logs.all_logs():
+            if len(plog.producers) and not plog.offline:
+                plog.expire_producers(now, expiration)
 
     def _retention(self) -> None:
         self.logs.run_retention(now_ms())

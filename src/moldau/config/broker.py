@@ -529,6 +529,14 @@ class BrokerConfig:
         return self._int("moldau.loop.stall.warn.ms")
 
     @property
+    def test_drop_produce_response_after_append(self) -> int:
+        return self._int("moldau.test.drop.produce.response.after.append")
+
+    @property
+    def test_stop_after_dropped_response(self) -> bool:
+        return self._bool("moldau.test.stop.after.dropped.response")
+
+    @property
     def connections_max_idle_ms(self) -> int:
         return self._int("connections.max.idle.ms")
 
@@ -803,6 +811,10 @@ class BrokerConfig:
     @property
     def producer_id_expiration_ms(self) -> int:
         return self._int("producer.id.expiration.ms")
+
+    @property
+    def producer_id_expiration_check_interval_ms(self) -> int:
+        return self._int("producer.id.expiration.check.interval.ms")
 
 
 #: Characters Kafka accepts in a host of max.connections.per.ip.overrides (Utils.validHostPattern).

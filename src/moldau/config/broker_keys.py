@@ -305,10 +305,20 @@ _KEYS: list[ConfigKey] = [
               "How often expired transactional ids are removed.", LOW, at_least(1)),
     ConfigKey("producer.id.expiration.ms", INT, 86_400_000, "Producer ids idle this long lose "
               "their idempotence state.", LOW, at_least(1)),
+    ConfigKey("producer.id.expiration.check.interval.ms", INT, 600_000, "How often producer "
+              "ids idle longer than producer.id.expiration.ms are forgotten.", LOW,
+              at_least(1)),
     # -- moldau's own (Kafka has no such key) ----------------------------------------------
     ConfigKey("moldau.loop.stall.warn.ms", INT, 1000, "moldau only: log a warning naming the "
               "request being handled whenever the event loop stalls longer than this (0: off).",
               LOW, at_least(0)),
+    ConfigKey("moldau.test.drop.produce.response.after.append", INT, 0, "moldau only, TEST "
+              "ONLY: close the connection instead of answering every Nth Produce that wrote "
+              "new records (after the append and, with acks=all, the replication; 0: off).",
+              LOW, at_least(0)),
+    ConfigKey("moldau.test.stop.after.dropped.response", BOOL, False, "moldau only, TEST "
+              "ONLY: the broker stops itself (SIGSTOP) after dropping a Produce response.",
+              LOW),
 ]
 
 #: Keys Kafka lets IncrementalAlterConfigs change on a BROKER resource and that moldau keeps
@@ -397,7 +407,6 @@ KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
     "principal.builder.class",
     "process.roles",
     "producer.purgatory.purge.interval.requests",
-    "producer.id.expiration.check.interval.ms",
     "quota.window.num",
     "quota.window.size.seconds",
     "remote.log.storage.system.enable",

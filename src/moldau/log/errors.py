@@ -84,3 +84,13 @@ class DiskFullError(StorageError):
 
 class LogDirOfflineError(StorageError):
     """The log dir failed (EIO, read-only, gone) and stays offline until the broker restarts."""
+
+
+class OutOfOrderSequenceError(LogError):
+    """An idempotent producer's batch does not follow its last sequence number (or a new
+    producer epoch does not start at 0): OUT_OF_ORDER_SEQUENCE_NUMBER."""
+
+
+class InvalidProducerEpochError(LogError):
+    """An idempotent producer's batch carries an epoch older than the partition has seen
+    (a fenced instance of the producer): INVALID_PRODUCER_EPOCH."""

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .batch import check_client_batches, offset_patched_chunks, parse_batches
+from .batch import check_client_batches, iter_batch_headers, offset_patched_chunks, parse_batches
 from .checkpoint import fsync_dir
 from .config import LONG_MAX, LogConfig
 from .dir_failures import LogDirFailures
@@ -43,6 +43,7 @@ from .file_slice import FileSlice
 from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .metadata_files import read_partition_metadata, write_partition_metadata
 from .names import delete_dir_name, parse_partition_dir
+from .producer_state import BatchMetadata, ProducerState, rebuild
 from .records import null_key_indexes, out_of_range_timestamps
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from .swap import commit_cleaned_segment, finish_interrupted_swaps
@@ -80,6 +81,9 @@ class AppendResult:
     log_append_time_ms: int
     log_start_offset: int
     record_count: int
+    #: True when the batch repeats one of its producer's last batches (a retry): nothing
+    #: was written and the offsets are the original ones.
+    duplicate: bool = False
 
 
 class PartitionLog:
@@ -120,6 +124,8 @@ class PartitionLog:
         self._write_failing = False
         #: Set once the directory was renamed for deletion: the cleaner must not swap in.
         self._deleted = False
+        #: Idempotent producers' epochs and last batches (see log/producer_state.py).
+        self.producers = ProducerState(directory, self.name)
 
     # -- opening --------------------------------------------------------------------------
 
@@ -171,6 +177,7 @@ class PartitionLog:
         plog._epochs.truncate_from_end(leo)
         plog._epochs.truncate_from_start(plog._log_start_offset)
         plog.high_watermark = leo if high_watermark is None else high_watermark
+        plog._load_producer_state(clean_shutdown)
         try:
             plog._topic_id = read_partition_metadata(directory)
         except LogError as exc:
@@ -398,6 +405,11 @@ class PartitionLog:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes of records exceed segment.bytes ({config.segment_bytes})"
             )
+        producer_batch = origin is AppendOrigin.CLIENT and headers[0].producer_id >= 0
+        if producer_batch:
+            duplicate = self.producers.check(headers[0])
+            if duplicate is not None:
+                return self._duplicate_result(duplicate)
         append_time = now_ms if config.log_append_time else None
         base_offset = self.log_end_offset
         last_offset, chunks = offset_patched_chunks(records, headers, base_offset, leader_epoch,
@@ -412,6 +424,10 @@ class PartitionLog:
         except OSError as exc:
             raise self._io_failed(exc) from None
         self._io_succeeded()
+        if producer_batch:
+            self.producers.update(headers[0])
+        elif origin is not AppendOrigin.CLIENT:
+            self.producers.update_all(headers)
         count = last_offset - base_offset + 1
         self._unflushed_messages += count
         if self._unflushed_messages >= config.flush_interval_messages:
@@ -423,6 +439,14 @@ class PartitionLog:
             self._log_start_offset,
             count,
         )
+
+    def _duplicate_result(self, duplicate: BatchMetadata) -> AppendResult:
+        """The answer to a producer's retry of a batch already written: its original
+        offsets and, under LogAppendTime, its append time (as Kafka answers)."""
+        _first, _last, base, last_offset, timestamp = duplicate
+        return AppendResult(base, last_offset,
+                            timestamp if self.config.log_append_time else -1,
+                            self._log_start_offset, 0, duplicate=True)
 
     def append_replicated(self, records: bytes | bytearray | memoryview, now_ms: int) -> int:
         """Append batches fetched from the leader as they are: their offsets and leader
@@ -453,6 +477,7 @@ class PartitionLog:
         except OSError as exc:
             raise self._io_failed(exc) from None
         self._io_succeeded()
+        self.producers.update_all(headers)
         self._unflushed_messages += last_offset - headers[0].base_offset + 1
         if self._unflushed_messages >= self.config.flush_interval_messages:
             self.flush(now_ms)
@@ -531,6 +556,13 @@ class PartitionLog:
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
         self._dir_dirty = True
+        # As Kafka does at every roll: truncation and crash recovery rebuild the producer
+        # state from the nearest snapshot instead of the log start. Not fsynced here (a few
+        # bytes per producer into the page cache; the next flush syncs the directory).
+        try:
+            self.producers.write_snapshot(segment.base_offset, sync=False)
+        except OSError as exc:
+            log.warning("%s: could not write a producer snapshot: %s", self.name, exc)
         return segment
 
     # -- flush ----------------------------------------------------------------------------
@@ -702,6 +734,9 @@ class PartitionLog:
             if count:  # even after a failure: what was deleted is gone
                 self._dir_dirty = True
                 self._advance_log_start(self._segments[0].base_offset)
+                # Snapshots of deleted segments go with them; the producers stay known.
+                with contextlib.suppress(OSError):
+                    self.producers.delete_snapshots(below=self._segments[0].base_offset)
         return count
 
     def _advance_log_start(self, offset: int) -> None:
@@ -808,6 +843,8 @@ class PartitionLog:
         self._log_start_offset = offset
         self._epochs.clear()
         self._dir_dirty = True
+        self.producers.clear()
+        self.producers.delete_snapshots()
         self._after_truncation()
 
     def _after_truncation(self) -> None:
@@ -815,6 +852,58 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, leo)
         self._recovery_point = min(self._recovery_point, leo)
         self._epochs.truncate_from_end(leo)
+        self.producers.delete_snapshots(above=leo)
+        self._rebuild_producer_state()
+
+    # -- producer state -------------------------------------------------------------------
+
+    def _load_producer_state(self, clean_shutdown: bool) -> None:
+        """At open: the newest snapshot at or below the log end, then the batches after it.
+
+        After a clean shutdown the snapshot is at the log end and nothing is scanned. With no
+        snapshot at all (a log written before producer state existed), a clean shutdown
+        scans only the last two segments, as Kafka does on upgrade, and an unclean one the
+        whole log. After a crash the scan starts one snapshot earlier: a snapshot keeps only
+        each producer's last batch (Kafka's format), and a roll just before the crash would
+        otherwise lose the batches a producer may still retry."""
+        leo = self.log_end_offset
+        self.producers.delete_snapshots(above=leo)
+        offsets = self.producers.snapshot_offsets()
+        at_most = offsets[-2] if not clean_shutdown and len(offsets) > 1 else leo
+        start = self.producers.load_latest_snapshot(at_most)
+        if start is None and clean_shutdown:
+            start = self._segments[-2].base_offset if len(self._segments) > 1 else \
+                self._segments[0].base_offset
+        self._scan_producers(self._log_start_offset if start is None else start)
+
+    def _rebuild_producer_state(self) -> None:
+        """After truncation: the newest snapshot at or below the new log end, then the
+        log's batch headers from there."""
+        start = self.producers.load_latest_snapshot(self.log_end_offset)
+        self._scan_producers(self._log_start_offset if start is None else start)
+
+    def _scan_producers(self, start: int) -> None:
+        """Apply the producer batches from ``start`` to the log end (headers only)."""
+        leo = self.log_end_offset
+        start = max(start, self._log_start_offset)
+        if start >= leo:
+            return
+        first = max(0, bisect_right(self._bases, start) - 1)
+        for segment in self._segments[first:]:
+            header = segment.find_batch(start)
+            if header is None:
+                continue
+            rebuild(self.producers, start,
+                    iter_batch_headers(segment.fd, header.position, segment.size))
+
+    def take_producer_snapshot(self) -> None:
+        """Write the producer state as of the log end, fsynced (clean shutdown)."""
+        if self.producers or self.producers.snapshot_offsets():
+            self.producers.write_snapshot(self.log_end_offset, sync=True)
+
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle longer than ``producer.id.expiration.ms``."""
+        return self.producers.expire(now_ms, expiration_ms)
 
     # -- end of life ----------------------------------------------------------------------
 
@@ -823,6 +912,10 @@ class PartitionLog:
         try:
             if not self.offline:
                 self.flush()
+                try:
+                    self.take_producer_snapshot()
+                except OSError as exc:
+                    log.warning("%s: could not write a producer snapshot: %s", self.name, exc)
         finally:
             for segment in self._segments:
                 with contextlib.suppress(OSError):

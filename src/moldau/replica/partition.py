@@ -336,6 +336,10 @@ class Partition:
                                f"{len(self.isr)} replica{'s' if len(self.isr) != 1 else ''}")
         result = self._log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms,
                                   origin=origin)
+        if result.duplicate:
+            # A producer's retry of a batch already written: nothing new to replicate; its
+            # acks=all answer still waits for the high watermark to pass the original.
+            return result
         self._uncommitted_bytes += len(records)
         if self.on_leader_append is not None:
             self.on_leader_append(self.key, len(records))

@@ -22,10 +22,12 @@ from kio.schema.errors import ErrorCode
 
 from ...log.errors import (
     CorruptRecordError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
     LogError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordListTooLargeError,
     RecordTooLargeError,
     StorageError,
@@ -37,6 +39,7 @@ from ...replica import Partition, ReplicaError
 from ..broker import RequestContext, now_ms
 from ..errors import ApiError
 from ..response import Deferred
+from ..test_faults import ProduceResponseDropper
 from ..topic_names import INTERNAL_TOPICS
 from .api_versions import NO_THROTTLE
 from .pacing import Pacer
@@ -57,6 +60,8 @@ _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
     InvalidRecordError: ErrorCode.invalid_record,
     RecordTooLargeError: ErrorCode.message_too_large,
     OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+    OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
+    InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
 }
 
 
@@ -97,8 +102,10 @@ class _Appended:
         self.result = result
 
 
-def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
-    """The partition's response, or an :class:`_Appended` when acks=all must still wait."""
+def _append(ctx: RequestContext, topic: str, data: Any, acks: int,
+            written: list[bool]) -> Any:
+    """The partition's response, or an :class:`_Appended` when acks=all must still wait.
+    Appends True to ``written`` when new records were written (not a producer's retry)."""
     m = ctx.resp
     index = data.index
     partition = ctx.broker.partition(topic, index)
@@ -118,6 +125,8 @@ def _append(ctx: RequestContext, topic: str, data: Any, acks: int) -> Any:
                     ErrorCode.unknown_server_error)
         record_errors = exc.record_errors if isinstance(exc, InvalidRecordError) else ()
         return _partition_response(m, index, code, str(exc), record_errors=record_errors)
+    if not result.duplicate:
+        written.append(True)
     if acks == -1:
         reached = partition.acks_reached(result.last_offset + 1)
         if reached is not ErrorCode.none:  # not there yet (or it failed): answer after the wait
@@ -167,12 +176,23 @@ def _response(ctx: RequestContext, appended_topics: list[tuple[str, list[Any]]])
     return build(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
 
 
+def _what(ctx: RequestContext) -> str:
+    return f"Produce {ctx.header.correlation_id} from {ctx.client_id!r}"
+
+
+async def _dropped(pending: Any, dropper: ProduceResponseDropper, ctx: RequestContext) -> Any:
+    """Test fault hook: wait until the records are replicated, then drop the answer."""
+    await pending
+    raise dropper.drop(_what(ctx))
+
+
 async def handle(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     broker = ctx.broker
     acks = request.acks
     appended_topics: list[tuple[str, list[Any]]] = []
     pacer = Pacer()
+    written: list[bool] = []
     for topic_data in request.topic_data:
         name = topic_data.name
         code: ErrorCode | None = None
@@ -197,15 +217,21 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             entries = []
             for p in topic_data.partition_data:
                 await _wait_for_handover(broker.partition(name, p.index))
-                entries.append(_append(ctx, name, p, acks))
+                entries.append(_append(ctx, name, p, acks, written))
                 await pacer.tick()
         appended_topics.append((name, entries))
     waiting = _waiting(appended_topics)
+    dropper = broker.produce_dropper
+    drop = bool(written) and dropper.should_drop()
     if waiting:
         pending = _await_acks(ctx, request, appended_topics, waiting)
+        if drop:
+            pending = _dropped(pending, dropper, ctx)
         # Appended: the connection may go on to the client's next Produce while the ISR
         # catches up (its response still goes out after this one).
         return Deferred(pending) if ctx.may_defer else await pending
+    if drop:
+        raise dropper.drop(_what(ctx))
     if acks == 0:
         failed = [
             # error_message exists from v8 on; acks=0 is legal in every version.
