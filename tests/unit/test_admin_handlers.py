@@ -466,7 +466,7 @@ def test_describe_log_dirs(broker: Broker, version: int) -> None:
 def test_describe_cluster(broker: Broker, version: int) -> None:
     def make(m: Any) -> Any:
         return build(m.DescribeClusterRequest, include_cluster_authorized_operations=False,
-                     endpoint_type=1)
+                     endpoint_type=1, include_fenced_brokers=True)
 
     resp = call(broker, apis.DESCRIBE_CLUSTER, version, cluster_info.handle_describe_cluster,
                 make)

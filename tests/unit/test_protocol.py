@@ -91,3 +91,15 @@ def test_every_advertised_version_has_a_kio_schema() -> None:
         for version in range(api.min_version, api.max_version + 1):
             codec.request_reader(api.key, version)
             codec.response_writer(api.key, version)
+
+
+def test_docs_api_table_is_what_is_advertised() -> None:
+    """docs/protocol.md lists exactly the advertised APIs and versions."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "protocol.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+)-(\d+) \|", text, re.M)
+    documented = {int(k): (name, int(lo), int(hi)) for k, name, lo, hi in rows}
+    assert documented == {a.key: (a.name, a.min_version, a.max_version)
+                          for a in SUPPORTED.values()}

@@ -79,6 +79,7 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
     apis.CREATE_PARTITIONS: {"results": _m("topics")},
     apis.DELETE_GROUPS: {"results": _m("groups_names", "group_id")},
     apis.CONSUMER_GROUP_DESCRIBE: {"groups": _m("group_ids", "group_id")},
+    apis.DESCRIBE_TOPIC_PARTITIONS: {"topics": _m("topics")},
     apis.ELECT_LEADERS: {"replica_election_results": _m(
         "topic_partitions", partition_result=_m("partitions", "partition_id"))},
 }

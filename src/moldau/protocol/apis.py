@@ -1,8 +1,10 @@
 """The API versions moldau implements and advertises in ApiVersions.
 
-Only fully implemented versions are listed. Ranges follow what Apache Kafka 3.9/4.x brokers
-advertise, limited to what kio can encode and to what moldau implements. Versions that
-replace topic names with topic ids (Produce v13) are not advertised yet.
+Only fully implemented versions are listed. Ranges follow what an Apache Kafka 4.2 broker
+advertises, limited to what kio can encode and to what moldau implements (docs/protocol.md
+has the table). Clients infer the broker's release from these maxima (kafka-python reads
+ListOffsets v11 as 4.2), so a bump here is a promise to serve that version's semantics.
+DescribeQuorum (55) is never advertised: it has no meaning without KRaft.
 """
 
 from __future__ import annotations
@@ -54,25 +56,26 @@ OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 SUPPORTED: dict[int, ApiRange] = {
     r.key: r
     for r in (
-        ApiRange(PRODUCE, "Produce", 3, 11),
-        ApiRange(FETCH, "Fetch", 4, 17),
-        ApiRange(LIST_OFFSETS, "ListOffsets", 1, 10),
-        ApiRange(METADATA, "Metadata", 0, 12),
+        ApiRange(PRODUCE, "Produce", 3, 13),
+        ApiRange(FETCH, "Fetch", 4, 18),
+        ApiRange(LIST_OFFSETS, "ListOffsets", 1, 11),
+        ApiRange(METADATA, "Metadata", 0, 13),
         # v0 has a request header without client id: not offered (see protocol.schemas).
         ApiRange(CONTROLLED_SHUTDOWN, "ControlledShutdown", 1, 3),
-        # OffsetCommit v10 / OffsetFetch v10 name topics by id: not yet.
-        ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 9),
-        ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 9),
+        # v10 of both name topics by id.
+        ApiRange(OFFSET_COMMIT, "OffsetCommit", 2, 10),
+        ApiRange(OFFSET_FETCH, "OffsetFetch", 1, 10),
         ApiRange(FIND_COORDINATOR, "FindCoordinator", 0, 6),
         ApiRange(JOIN_GROUP, "JoinGroup", 0, 9),
         ApiRange(HEARTBEAT, "Heartbeat", 0, 4),
         ApiRange(LEAVE_GROUP, "LeaveGroup", 0, 5),
         ApiRange(SYNC_GROUP, "SyncGroup", 0, 5),
-        ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 5),
+        ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 6),
         ApiRange(LIST_GROUPS, "ListGroups", 0, 5),
         ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
         ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7),
@@ -90,9 +93,10 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),
         ApiRange(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
         ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
-        ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1),
+        ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 2),
         # KIP-848; v1 regex subscriptions are refused (INVALID_REQUEST).
         ApiRange(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
         ApiRange(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
+        ApiRange(DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0),
     )
 }

@@ -42,6 +42,8 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+#: ListOffsets v11 (KIP-1023): the first offset not yet uploaded to tiered storage.
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 TopicPartition = tuple[str, int]
 
@@ -548,7 +550,8 @@ class Partition:
         """ListOffsets for one partition: (timestamp, offset, leader epoch) as Kafka answers.
 
         LATEST is the high watermark (records above it are not visible yet); the sentinels
-        -2 / -4 the log start; LATEST_TIERED has no answer (nothing is tiered).
+        -2 / -4 the log start; LATEST_TIERED and EARLIEST_PENDING_UPLOAD have no answer
+        (nothing is tiered).
         """
         self.check_epoch(current_leader_epoch, require_leader=require_leader)
         epoch = self.leader_epoch
@@ -556,7 +559,7 @@ class Partition:
             return -1, self._log.high_watermark, epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return -1, self._log.log_start_offset, epoch
-        if timestamp == LATEST_TIERED_TIMESTAMP:
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
             return -1, -1, -1
         found = (self._log.max_timestamp_entry() if timestamp == MAX_TIMESTAMP
                  else self._log.offset_for_timestamp(timestamp))

@@ -18,6 +18,7 @@ def register_all(broker: Broker) -> None:
         configs,
         consumer_groups,
         controlled_shutdown,
+        describe_topic_partitions,
         elect_leaders,
         fetch,
         group_admin,
@@ -65,3 +66,4 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.CONSUMER_GROUP_HEARTBEAT,
                     consumer_groups.handle_consumer_group_heartbeat)
     broker.register(apis.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe)
+    broker.register(apis.DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions.handle)

@@ -92,12 +92,14 @@ async def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
         code = ErrorCode.unsupported_endpoint_type
         message = "The target broker only supports DescribeCluster with endpoint type BROKERS"
     elif broker.cluster is not None:
+        # Fenced brokers (v2) are a KRaft notion: every registered broker is live here.
         brokers = tuple(build(m.DescribeClusterBroker, broker_id=node_id, host=host, port=port,
-                              rack=rack) for node_id, host, port, rack in broker.cluster.nodes())
+                              rack=rack, is_fenced=False)
+                        for node_id, host, port, rack in broker.cluster.nodes())
     else:
         listener = broker.config.advertised_listeners[0]
         brokers = (build(m.DescribeClusterBroker, broker_id=broker.node_id, host=listener.host,
-                         port=listener.port, rack=None),)
+                         port=listener.port, rack=None, is_fenced=False),)
     return build(
         m.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,

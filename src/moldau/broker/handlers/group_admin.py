@@ -52,6 +52,11 @@ async def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
                  groups=tuple(listed))
 
 
+#: DescribeGroups v6 (KIP-1043) answers an unknown group with GROUP_ID_NOT_FOUND; older
+#: versions describe it as a Dead group without error.
+_GROUP_ID_NOT_FOUND_FROM = 6
+
+
 def _described(ctx: RequestContext, group_id: str, operations: int) -> Any:
     m = ctx.resp
     code = loading_error(ctx)
@@ -63,9 +68,13 @@ def _described(ctx: RequestContext, group_id: str, operations: int) -> Any:
                      protocol_data="", members=(), authorized_operations=operations)
     group = None if code is not None else ctx.broker.groups.describe_group(group_id)
     if group is None:
+        message = None
+        if code is None and ctx.version >= _GROUP_ID_NOT_FOUND_FROM:
+            code, message = ErrorCode.group_id_not_found, f"Group {group_id} not found."
         return build(m.DescribedGroup, error_code=code or ErrorCode.none, group_id=group_id,
-                     group_state=GroupState.DEAD.value, protocol_type="", protocol_data="",
-                     members=(), authorized_operations=operations)
+                     error_message=message, group_state=GroupState.DEAD.value,
+                     protocol_type="", protocol_data="", members=(),
+                     authorized_operations=operations)
     # As in Kafka, member metadata and assignments are only shown once the group is Stable:
     # before that they belong to a generation that is being replaced.
     stable = group.state is GroupState.STABLE

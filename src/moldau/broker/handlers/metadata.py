@@ -184,4 +184,6 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         # v8-v10 only (later versions moved it to DescribeCluster).
         cluster_authorized_operations=authorized_operations(
             getattr(request, "include_cluster_authorized_operations", False), CLUSTER_OPERATIONS),
+        # v13+ (KIP-1102): REBOOTSTRAP_REQUIRED is a KRaft controller's answer, never ours.
+        error_code=ErrorCode.none,
     )

@@ -8,6 +8,7 @@ both, as with Kafka.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,27 +21,44 @@ from ..broker import RequestContext, now_ms
 from .api_versions import NO_THROTTLE
 from .groups import loading_error, millis
 
+#: OffsetCommit and OffsetFetch v10 name topics by id (KIP-848's topic-id versions).
+_TOPIC_IDS_FROM = 10
 #: OffsetCommit v9 answers a member commit to an unknown group with GROUP_ID_NOT_FOUND.
 _GROUP_ID_NOT_FOUND_FROM = 9
 
 
-def _request_offsets(request: Any) -> list[CommittedOffset]:
+def _topic_names(ctx: RequestContext, topics: Any) -> list[str | None]:
+    """Each request topic's name; v10 names topics by id, and an id that names no topic
+    (the zero id included) is None, answered UNKNOWN_TOPIC_ID as Kafka does."""
+    names: list[str | None] = []
+    for topic in topics:
+        if not hasattr(topic, "topic_id"):
+            names.append(topic.name)
+            continue
+        found = None if topic.topic_id is None else \
+            ctx.broker.metadata.topic_by_id(topic.topic_id)
+        names.append(None if found is None else found.name)
+    return names
+
+
+def _request_offsets(request: Any, names: list[str | None]) -> list[CommittedOffset]:
     return [
         CommittedOffset(
-            topic=topic.name,
+            topic=name,
             partition=p.partition_index,
             offset=p.committed_offset,
             leader_epoch=getattr(p, "committed_leader_epoch", -1),
             metadata=p.committed_metadata,
         )
-        for topic in request.topics
+        for topic, name in zip(request.topics, names, strict=True) if name is not None
         for p in topic.partitions
     ]
 
 
 async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
-    offsets = _request_offsets(request)
+    names = _topic_names(ctx, request.topics)
+    offsets = _request_offsets(request, names)
     code = loading_error(ctx, request.group_id)
     if code is not None:
         errors = {(o.topic, o.partition): code for o in offsets}
@@ -59,11 +77,13 @@ async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
                                  else ErrorCode.illegal_generation),
         )
     topics = tuple(
-        build(m.OffsetCommitResponseTopic, name=topic.name, partitions=tuple(
-            build(m.OffsetCommitResponsePartition, partition_index=p.partition_index,
-                  error_code=errors[(topic.name, p.partition_index)])
-            for p in topic.partitions))
-        for topic in request.topics
+        build(m.OffsetCommitResponseTopic, name=name,
+              topic_id=getattr(topic, "topic_id", None), partitions=tuple(
+                  build(m.OffsetCommitResponsePartition, partition_index=p.partition_index,
+                        error_code=ErrorCode.unknown_topic_id if name is None
+                        else errors[(name, p.partition_index)])
+                  for p in topic.partitions))
+        for topic, name in zip(request.topics, names, strict=True)
     )
     return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
 
@@ -78,12 +98,22 @@ def _fetched_topics(
 ) -> tuple[Any, ...]:
     """Response topics, in first-seen order; -1 and "" where nothing is committed."""
     m = ctx.resp
+    by_id = ctx.version >= _TOPIC_IDS_FROM
+    ids: dict[str, uuid.UUID] = {}
+    if by_id:
+        offsets = list(offsets)
+        for topic in dict.fromkeys(tp[0] for tp, _ in offsets):
+            found = ctx.broker.metadata.topic(topic)
+            if found is not None:
+                ids[topic] = found.topic_id
     flexible_names = ctx.version >= 8
     topic_cls = m.OffsetFetchResponseTopics if flexible_names else m.OffsetFetchResponseTopic
     partition_cls = (m.OffsetFetchResponsePartitions if flexible_names
                      else m.OffsetFetchResponsePartition)
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), committed in offsets:
+        if by_id and topic not in ids:
+            continue  # v10 names topics by id: one deleted meanwhile cannot be named
         by_topic.setdefault(topic, []).append(build(
             partition_cls,
             partition_index=partition,
@@ -92,7 +122,7 @@ def _fetched_topics(
             metadata="" if committed is None else committed.metadata,
             error_code=partition_error,
         ))
-    return tuple(build(topic_cls, name=name, partitions=tuple(parts))
+    return tuple(build(topic_cls, name=name, topic_id=ids.get(name), partitions=tuple(parts))
                  for name, parts in by_topic.items())
 
 
@@ -103,8 +133,12 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
     ``member`` is the KIP-848 member id and epoch OffsetFetch v9 may carry.
     """
     requested: list[TopicPartition] | None = None
+    unknown_ids: list[Any] = []
     if topics is not None:
-        requested = [(t.name, p) for t in topics for p in t.partition_indexes]
+        names = _topic_names(ctx, topics)
+        requested = [(name, p) for t, name in zip(topics, names, strict=True)
+                     if name is not None for p in t.partition_indexes]
+        unknown_ids = [t for t, name in zip(topics, names, strict=True) if name is None]
     code = loading_error(ctx, group_id)
     if code is not None:
         if ctx.version < 2 and requested is not None:  # v1 has no group-level error
@@ -114,7 +148,17 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
     if code is not ErrorCode.none:
         return code, ()
     offsets = ctx.broker.groups.fetch_offsets(group_id, requested)
-    return ErrorCode.none, _fetched_topics(ctx, offsets, ErrorCode.none)
+    return ErrorCode.none, (_fetched_topics(ctx, offsets, ErrorCode.none)
+                            + _unknown_id_topics(ctx, unknown_ids))
+
+
+def _unknown_id_topics(ctx: RequestContext, topics: list[Any]) -> tuple[Any, ...]:
+    """v10 topics whose id names no topic: each partition UNKNOWN_TOPIC_ID, as Kafka."""
+    m = ctx.resp
+    return tuple(build(m.OffsetFetchResponseTopics, topic_id=t.topic_id, partitions=tuple(
+        build(m.OffsetFetchResponsePartitions, partition_index=p, committed_offset=-1,
+              committed_leader_epoch=-1, metadata="", error_code=ErrorCode.unknown_topic_id)
+        for p in t.partition_indexes)) for t in topics)
 
 
 async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:

@@ -36,7 +36,7 @@ from ...log.partition_log import AppendOrigin, AppendResult
 from ...protocol.codec import build
 from ...protocol.frames import FrameError
 from ...replica import Partition, ReplicaError
-from ..broker import RequestContext, now_ms
+from ..broker import Broker, RequestContext, now_ms
 from ..errors import ApiError
 from ..response import Deferred
 from ..test_faults import ProduceResponseDropper
@@ -166,13 +166,16 @@ async def _await_acks(ctx: RequestContext, request: Any, topics: list[tuple[str,
         request.timeout.total_seconds())
     for (entries, i, entry), code in zip(waiting, codes, strict=True):
         entries[i] = _appended_response(ctx.resp, entry.index, code, entry.result)
-    return _response(ctx, topics)
+    return _response(ctx, request, topics)
 
 
-def _response(ctx: RequestContext, appended_topics: list[tuple[str, list[Any]]]) -> Any:
+def _response(ctx: RequestContext, request: Any,
+              appended_topics: list[tuple[str, list[Any]]]) -> Any:
     m = ctx.resp
-    topics = [build(m.TopicProduceResponse, name=name, partition_responses=tuple(entries))
-              for name, entries in appended_topics]
+    # v13 names each topic by the id the request gave (echoed even when it is unknown).
+    topics = [build(m.TopicProduceResponse, name=name, topic_id=getattr(data, "topic_id", None),
+                    partition_responses=tuple(entries))
+              for data, (name, entries) in zip(request.topic_data, appended_topics, strict=True)]
     return build(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
 
 
@@ -186,6 +189,19 @@ async def _dropped(pending: Any, dropper: ProduceResponseDropper, ctx: RequestCo
     raise dropper.drop(_what(ctx))
 
 
+def _topic_name(broker: Broker, topic_data: Any) -> tuple[str, ErrorCode | None, str | None]:
+    """The topic's name, and an error when v13's topic id names no topic (UNKNOWN_TOPIC_ID,
+    as Kafka). Once per topic of a request, never per record."""
+    if not hasattr(topic_data, "topic_id"):
+        return topic_data.name, None, None
+    found = None if topic_data.topic_id is None else \
+        broker.metadata.topic_by_id(topic_data.topic_id)
+    if found is None:
+        return (f"topic id {topic_data.topic_id}", ErrorCode.unknown_topic_id,
+                f"Topic id {topic_data.topic_id} does not exist.")
+    return found.name, None, None
+
+
 async def handle(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     broker = ctx.broker
@@ -194,16 +210,14 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     pacer = Pacer()
     written: list[bool] = []
     for topic_data in request.topic_data:
-        name = topic_data.name
-        code: ErrorCode | None = None
-        message: str | None = None
-        if acks not in (0, 1, -1):
+        name, code, message = _topic_name(broker, topic_data)
+        if code is None and acks not in (0, 1, -1):
             code, message = ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1"
-        elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+        elif code is None and name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
             # Only the coordinators write there; a stray record would corrupt group state.
             code = ErrorCode.invalid_topic_exception
             message = f"Cannot append to internal topic {name}"
-        else:
+        elif code is None:
             try:
                 if broker.ensure_topic(name) is None:
                     code = ErrorCode.unknown_topic_or_partition
@@ -245,4 +259,4 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             # the producer notices and refreshes its metadata.
             raise FrameError("acks=0 produce failed: " + "; ".join(failed))
         return None
-    return _response(ctx, appended_topics)
+    return _response(ctx, request, appended_topics)
