@@ -69,7 +69,8 @@ def test_kafka_python_infers_kafka_4_2(admin: KafkaAdminClient) -> None:
     versions = admin.api_versions()
     expected = {"Produce": 13, "Fetch": 18, "ListOffsets": 11, "Metadata": 13,
                 "OffsetCommit": 10, "OffsetFetch": 10, "DescribeGroups": 6,
-                "DescribeCluster": 2, "DescribeTopicPartitions": 0}
+                "DescribeCluster": 2, "DescribeTopicPartitions": 0,
+                "ListConfigResources": 1}
     got = {key.name: versions[key][1] for key in versions if key.name in expected}
     assert got == expected
     # DescribeQuorum has no meaning without KRaft: never advertised.
@@ -265,3 +266,54 @@ def test_describe_topic_partitions_bad_cursor(broker: Any) -> None:
             topics=(m.TopicRequest(name=name),), response_partition_limit=1))
         assert [(t.name, t.error_code, len(t.partitions)) for t in resp.topics] == [
             (name, ErrorCode.none, 1)]
+
+
+# -- ListConfigResources (Kafka 4.1+) ------------------------------------------------------------
+
+
+def test_list_config_resources(broker: Any, admin: KafkaAdminClient) -> None:
+    """kafka-python's list_config_resources: topics, the broker and its logger, and groups."""
+    topic, group = unique("p42-lcr"), unique("p42-lcr-g")
+    create_topic(broker.bootstrap, topic)
+    admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
+    everything = admin.list_config_resources()
+    assert topic in everything["topic"]
+    assert group in everything["group"]
+    (node,) = admin.describe_cluster()["brokers"]
+    assert everything["broker"] == [str(node["broker_id"])]
+    assert everything["broker_logger"] == [str(node["broker_id"])]
+    assert not everything.get("client_metrics")
+    only_topics = admin.list_config_resources(["TOPIC"])
+    assert set(only_topics) == {"topic"} and topic in only_topics["topic"]
+
+
+def test_list_config_resources_unsupported_type(broker: Any) -> None:
+    """A type v1 does not list (1 is UNKNOWN): UNSUPPORTED_VERSION, as Kafka; v0 lists the
+    client-metrics resources only."""
+    with WireClient.to(broker.bootstrap) as wire:
+        m = _module(74, 1)
+        resp = wire.request(m.ListConfigResourcesRequest(resource_types=(2, 1)))
+        assert (resp.error_code, resp.config_resources) == (ErrorCode.unsupported_version, ())
+        m0 = _module(74, 0)
+        resp = wire.request(m0.ListConfigResourcesRequest())
+        assert (resp.error_code, resp.config_resources) == (ErrorCode.none, ())
+
+
+# -- ListPartitionReassignments and ElectLeaders on one node ---------------------------------------
+
+
+def test_single_node_reassignments_and_elections(broker: Any, admin: KafkaAdminClient) -> None:
+    """kafka-python's admin calls: nothing is being reassigned, and nothing is to elect (the
+    only replica leads: ELECTION_NOT_NEEDED per partition, as Kafka answers)."""
+    preferred = 0
+    topic = unique("p42-elect")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    assert admin.list_partition_reassignments() == {}
+    assert admin.list_partition_reassignments([TopicPartition(topic, 0)]) == {}
+    # kafka-python treats ELECTION_NOT_NEEDED as success (raise_errors stays on).
+    result = admin.elect_leaders(preferred, {topic: [0, 1]})
+    assert result.error_code == 0
+    assert [(r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+            for r in result.replica_election_results] == [
+        (topic, [(0, ErrorCode.election_not_needed.value),
+                 (1, ErrorCode.election_not_needed.value)])]

@@ -56,6 +56,7 @@ OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
+LIST_CONFIG_RESOURCES = 74
 DESCRIBE_TOPIC_PARTITIONS = 75
 
 SUPPORTED: dict[int, ApiRange] = {
@@ -97,6 +98,7 @@ SUPPORTED: dict[int, ApiRange] = {
         # KIP-848; v1 regex subscriptions are refused (INVALID_REQUEST).
         ApiRange(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
         ApiRange(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
+        ApiRange(LIST_CONFIG_RESOURCES, "ListConfigResources", 0, 1),
         ApiRange(DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0),
     )
 }

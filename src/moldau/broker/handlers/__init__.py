@@ -15,6 +15,7 @@ def register_all(broker: Broker) -> None:
         admin_topics,
         api_versions,
         cluster_info,
+        config_resources,
         configs,
         consumer_groups,
         controlled_shutdown,
@@ -66,4 +67,5 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.CONSUMER_GROUP_HEARTBEAT,
                     consumer_groups.handle_consumer_group_heartbeat)
     broker.register(apis.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe)
+    broker.register(apis.LIST_CONFIG_RESOURCES, config_resources.handle)
     broker.register(apis.DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions.handle)
