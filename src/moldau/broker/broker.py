@@ -50,6 +50,7 @@ from ..protocol.frames import (
 from ..replica import Partition, ReplicaManager
 from . import offload, partition_files
 from .buffer_pool import BufferPool
+from .client_metrics import ClientMetrics
 from .error_responses import error_response
 from .errors import ApiError
 from .group_service import OFFSETS_TOPIC, GroupService
@@ -209,6 +210,8 @@ class Broker:
         self._open_logs()
         self.replicas.host_loaded()
         self.groups = GroupService(self, now_ms())
+        #: KIP-714 client-metrics subscriptions and the latest metrics each client pushed.
+        self.client_metrics = ClientMetrics()
         self.groups.load(now_ms())
         if self.cluster is not None:
             try:

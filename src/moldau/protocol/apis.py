@@ -56,6 +56,8 @@ OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
+GET_TELEMETRY_SUBSCRIPTIONS = 71
+PUSH_TELEMETRY = 72
 LIST_CONFIG_RESOURCES = 74
 DESCRIBE_TOPIC_PARTITIONS = 75
 
@@ -98,6 +100,9 @@ SUPPORTED: dict[int, ApiRange] = {
         # KIP-848; v1 regex subscriptions are refused (INVALID_REQUEST).
         ApiRange(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
         ApiRange(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
+        # KIP-714; Kafka offers these only with a telemetry receiver plugin, moldau always.
+        ApiRange(GET_TELEMETRY_SUBSCRIPTIONS, "GetTelemetrySubscriptions", 0, 0),
+        ApiRange(PUSH_TELEMETRY, "PushTelemetry", 0, 0),
         ApiRange(LIST_CONFIG_RESOURCES, "ListConfigResources", 0, 1),
         ApiRange(DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0),
     )

@@ -31,6 +31,7 @@ def register_all(broker: Broker) -> None:
         producer_ids,
         reassignments,
         records,
+        telemetry,
     )
 
     broker.register(apis.API_VERSIONS, api_versions.handle)
@@ -67,5 +68,7 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.CONSUMER_GROUP_HEARTBEAT,
                     consumer_groups.handle_consumer_group_heartbeat)
     broker.register(apis.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe)
+    broker.register(apis.GET_TELEMETRY_SUBSCRIPTIONS, telemetry.handle_get_subscriptions)
+    broker.register(apis.PUSH_TELEMETRY, telemetry.handle_push)
     broker.register(apis.LIST_CONFIG_RESOURCES, config_resources.handle)
     broker.register(apis.DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions.handle)

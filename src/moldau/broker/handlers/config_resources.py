@@ -4,7 +4,7 @@ Tools use it to discover resources that have no listing API of their own. Versio
 named ListClientMetricsResources) lists client-metrics resources only; version 1 lists the
 types asked for, every supported one when none is named: topics, brokers and their loggers
 (one each per live broker), groups (those this broker's coordinator holds) and client-metrics
-resources (none: moldau has no client-metrics subscriptions yet). A type outside that set
+subscriptions (:mod:`..client_metrics`). A type outside that set
 is refused with UNSUPPORTED_VERSION, as Kafka does.
 """
 
@@ -42,7 +42,7 @@ def _names(ctx: RequestContext, resource_type: int) -> list[str]:
             return []
         return sorted({g.group_id for g in broker.groups.list_groups((), ())}
                       | set(broker.groups.consumer_groups))
-    return []  # CLIENT_METRICS: no subscriptions can be configured yet
+    return broker.client_metrics.names()
 
 
 async def handle(request: Any, ctx: RequestContext) -> Any:

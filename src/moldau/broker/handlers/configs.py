@@ -38,6 +38,7 @@ from ...config import (
 )
 from ...protocol.codec import build
 from ..broker import Broker, RequestContext, encode_dynamic_configs
+from ..client_metrics import CLIENT_METRICS, ClientMetricsError
 from ..errors import ApiError
 from ..topic_names import validate_topic_name
 from .api_versions import NO_THROTTLE
@@ -118,6 +119,8 @@ def _entries_of(broker: Broker, resource_type: int, name: str) -> list[ConfigEnt
     if resource_type == BROKER_LOGGER:
         _is_cluster_default(broker, name, allow_default=False)
         return describe_loggers()
+    if resource_type == CLIENT_METRICS:
+        return broker.client_metrics.entries(name)
     raise _unsupported(resource_type)
 
 
@@ -240,7 +243,32 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool,
             # INVALID_CONFIG (KAFKA-13609 keeps it so for compatibility); so do we.
             raise ApiError(ErrorCode.invalid_request, str(exc)) from exc
         return
+    if resource.resource_type == CLIENT_METRICS:
+        _alter_client_metrics(broker, name, validate_only, changes_for)
+        return
     raise _unsupported(resource.resource_type)
+
+
+def _alter_client_metrics(broker: Broker, name: str, validate_only: bool,
+                          changes_for: Callable[[Mapping[str, str], Callable[[str], Any]],
+                                                dict[str, str | None]]) -> None:
+    """A client-metrics subscription (KIP-714); see :mod:`..client_metrics`."""
+    store = broker.client_metrics
+    current = store.configs(name)
+    effective = {e.name: e.value for e in store.entries(name)}
+
+    def metrics_key(key: str) -> tuple[ConfigType | None, str | None]:
+        return ConfigType.LIST if key in ("metrics", "match") else None, effective.get(key)
+
+    for key, value in changes_for(current, metrics_key).items():
+        if value is None:
+            current.pop(key, None)
+        else:
+            current[key] = value
+    try:
+        store.set_configs(name, current, validate_only=validate_only)
+    except ClientMetricsError as exc:
+        raise ApiError(ErrorCode.invalid_config, str(exc)) from exc
 
 
 def _resource_response(m: Any, resource: Any, error: ApiError | None) -> Any:
