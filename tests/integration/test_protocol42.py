@@ -9,6 +9,7 @@ UNKNOWN_TOPIC_ID and that the broker keeps serving.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import importlib
 import uuid
@@ -317,3 +318,25 @@ def test_single_node_reassignments_and_elections(broker: Any, admin: KafkaAdminC
             for r in result.replica_election_results] == [
         (topic, [(0, ErrorCode.election_not_needed.value),
                  (1, ErrorCode.election_not_needed.value)])]
+
+
+def test_confluent_describe_topics(broker: Any) -> None:
+    """confluent-kafka's describe_topics (librdkafka picks its request from the advertised
+    versions) sees every partition with its leader, and the topic id Metadata reports."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    topic = unique("p42-cdt")
+    create_topic(broker.bootstrap, topic, partitions=3)
+    client = AdminClient({"bootstrap.servers": broker.bootstrap})
+    (description,) = [f.result(15) for f in
+                      client.describe_topics(TopicCollection([topic])).values()]
+    assert description.name == topic
+    assert [p.id for p in description.partitions] == [0, 1, 2]
+    assert all(p.leader is not None and p.leader.id == p.replicas[0].id
+               for p in description.partitions)
+    with WireClient.to(broker.bootstrap) as wire:
+        expected = topic_id(wire, topic)
+    # librdkafka prints topic ids in base64, without padding.
+    assert str(description.topic_id) == \
+        base64.b64encode(expected.bytes).decode().rstrip("=")
