@@ -69,8 +69,9 @@ pipeline: $(TEST_STAMP) apt-deps
 # when root) under its rotate nemesis: kill -9, SIGSTOP, network partitions, SIGTERM, a pause
 # past the ZooKeeper session and a ZooKeeper restart, in turn. Bounded by --duration; exit 1
 # when anything acknowledged is lost or contradicted. Duplicates and reorderings are reported
-# but allowed: the broker does not check idempotent producers' sequence numbers yet
-# (docs/operations.md). VERIFY_ARGS="--unclean --nemesis none" shows a run that must fail.
+# but allowed: the broker writes a retried batch once, but librdkafka re-sends records under a
+# new epoch after some failovers (docs/architecture.md, "Idempotent producers").
+# VERIFY_ARGS="--unclean --nemesis none" shows a run that must fail.
 VERIFY_ARGS ?= --duration 240 --rate 2000
 verify: $(RUN_STAMP)
 	@if $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', $(PORT)), 1)" 2>/dev/null; \

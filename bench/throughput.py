@@ -34,12 +34,13 @@ def _create_topic(bootstrap: str, partitions: int) -> str:
 
 
 def produce(
-    bootstrap: str, topic: str, count: int, size: int, linger_ms: int = 5
+    bootstrap: str, topic: str, count: int, size: int, linger_ms: int = 5,
+    idempotent: bool = False,
 ) -> dict[str, Any]:
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms,
         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
-        "queue.buffering.max.kbytes": 1_048_576,
+        "queue.buffering.max.kbytes": 1_048_576, "enable.idempotence": idempotent,
     })
     payload = os.urandom(size)
     failed = 0
@@ -61,6 +62,7 @@ def produce(
     producer.flush(TIME_LIMIT_S)
     elapsed = time.perf_counter() - start
     return {"workload": "produce", "records": sent, "record_bytes": size, "acks": "all",
+            "idempotent": idempotent,
             "seconds": round(elapsed, 3), "records_per_s": round(sent / elapsed),
             "mb_per_s": round(sent * size / elapsed / 1e6, 1), "failed": failed}
 
@@ -140,6 +142,8 @@ def main() -> None:
     parser.add_argument("--bootstrap", help="use a running broker instead of starting one")
     parser.add_argument("--quick", action="store_true", help="10x fewer records")
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--idempotent", action="store_true",
+                        help="produce with enable.idempotence (the broker checks sequences)")
     args = parser.parse_args()
     broker = None if args.bootstrap else BenchBroker()
     bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
@@ -148,7 +152,7 @@ def main() -> None:
         for count, size in ((1_000_000 // scale, 100), (200_000 // scale, 1024)):
             topic = _create_topic(bootstrap, args.partitions)
             cpu0 = broker.cpu_seconds() if broker else 0.0
-            result = produce(bootstrap, topic, count, size)
+            result = produce(bootstrap, topic, count, size, idempotent=args.idempotent)
             if broker:
                 result["broker_cpu_s"] = round(broker.cpu_seconds() - cpu0, 2)
             print(json.dumps(result), flush=True)

@@ -10,10 +10,14 @@ order per partition, nothing read that was never sent. ``replica_batches`` reads
 log files directly (no broker), to compare the logs of all replicas batch by batch.
 
 Tests inject a leader's death or pause with nothing in flight (``Sender.quiesce``, then
-``resume``): the broker does not check idempotent sequence numbers yet (issue 12), so a
-batch the old leader appended and replicated but never answered is appended again when the
-producer retries it on the new leader. Sends made after the fault (to the dead or paused
-leader, then retried) cannot be duplicated that way, so the checker stays strict.
+``resume``). The broker deduplicates a retried batch (idempotent producer state, see
+docs/architecture.md), but librdkafka does not always retry: when a new leader lacks an
+unacknowledged tail and answers a later batch OUT_OF_ORDER_SEQUENCE_NUMBER (as Kafka does),
+librdkafka bumps the producer's epoch for every partition and re-sends what it had not seen
+acknowledged under new sequence numbers, which writes records the old epoch already wrote
+(NOT_ENOUGH_REPLICAS_AFTER_APPEND, timeouts) a second time. With several partitions that is
+a client trait, not a broker fault, so these tests keep faults away from batches in flight;
+the single-partition failover tests and tests/cluster/test_idempotence.py assert exactly once.
 """
 
 from __future__ import annotations

@@ -7,9 +7,11 @@ may be lost or read at another offset. The unclean run forces an unclean leader 
 topic that allows it: the checker must report the acknowledged records it threw away, which
 is what shows the checker can fail at all.
 
-Duplicates and reorderings are allowed in the rotate run (``--allow``): the broker does not
-check idempotent producers' sequence numbers yet (docs/operations.md), so a batch retried
-across a failover is written twice. They are reported, and counted in the test output.
+Duplicates and reorderings are allowed in the rotate run (``--allow``). The broker writes a
+retried batch once, but librdkafka re-sends records under a new producer epoch after an
+OUT_OF_ORDER_SEQUENCE_NUMBER from a new leader that lacks an unacknowledged tail (it bumps the
+epoch for every partition, and records whose answer was an error after their append are
+written again), as it would against Kafka. They are reported, and counted in the test output.
 """
 
 from __future__ import annotations
