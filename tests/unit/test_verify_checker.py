@@ -244,3 +244,74 @@ def test_allowed_kinds_are_reported_but_do_not_fail_the_run() -> None:
     # Loss is never excused by allowing another kind.
     history.reads = [r for r in history.reads if r.partition != 0]
     assert "lost" in failing_kinds(check(history), ("duplicated",))
+
+
+# -- acknowledgements without an offset (librdkafka's implicit acks) -----------------------------
+#
+# A CI run reported "lost: producer 1 seq 3062 acked at 1:0" and "inconsistent: 1:0 acknowledged
+# for two values: producer 1 seq 0 and producer 1 seq 3062". The delivery report of seq 3062 had
+# no offset: librdkafka confirms a request whose outcome was uncertain (timed out, connection
+# lost) without an offset once a later request of the partition succeeds, trusting the broker to
+# refuse a batch after a sequence gap. The workload took the missing offset (None) for 0.
+
+
+def test_a_delivery_report_without_offset_is_recorded_as_unknown_not_zero() -> None:
+    from confluent_kafka import Message
+
+    from moldau.verify.workload import WorkloadConfig, _ProducerWorker
+
+    config = WorkloadConfig(client_config={}, topic="t", producers=1, consumers=1, records=4)
+    worker = _ProducerWorker(1, config, clock=None)  # type: ignore[arg-type]
+    worker.sent_at = [-1.0] * 4
+    # What confluent-kafka hands the callback: -1001 (RD_KAFKA_OFFSET_INVALID) reads as None.
+    implicit = Message(topic="t", partition=1, offset=-1001, value=encode_value(RUN, 1, 3))
+    explicit = Message(topic="t", partition=1, offset=0, value=encode_value(RUN, 1, 0))
+    assert implicit.offset() is None
+    worker._on_delivery(None, explicit)
+    worker._on_delivery(None, implicit)
+    assert [(a.value, a.partition, a.offset) for a in worker.acks] == [
+        ((1, 0), 1, 0), ((1, 3), 1, None)]
+
+
+def with_implicit_ack(history: History, producer: int, seq: int) -> History:
+    """``history`` where the ack of (producer, seq) came without an offset."""
+    history.acks = [a._replace(offset=None) if a.value == (producer, seq) else a
+                    for a in history.acks]
+    return history
+
+
+def test_an_ack_without_offset_read_back_is_no_anomaly() -> None:
+    history = with_implicit_ack(simple(), 1, 4)
+    verdict = check(history)
+    assert verdict.clean, (verdict.anomaly_counts, verdict.inconsistent)
+    assert (verdict.acked, verdict.acked_without_offset) == (30, 1)
+    assert as_dict(verdict, history, {}, max_examples=2)["acked_without_offset"] == 1
+    assert "acked without an offset" in as_text(verdict, history, {}, max_examples=2)
+
+
+def test_an_ack_without_offset_never_read_is_lost_and_nothing_else() -> None:
+    history = with_implicit_ack(simple(), 1, 4)
+    gone = ack_of(simple(), 1, 4)
+    history.reads = [r for r in history.reads if (r.partition, r.offset) !=
+                     (gone.partition, gone.offset)]
+    verdict = check(history)
+    assert verdict.anomaly_counts == {"lost": 1, "duplicated": 0, "reordered": 0,
+                                      "inconsistent": 0, "unexpected": 0}
+    assert [(x.value, x.partition, x.offset) for x in verdict.lost] == [
+        ((1, 4), gone.partition, None)]
+    data = as_dict(verdict, history, {}, max_examples=2)
+    assert data["examples"]["lost"] == [
+        f"producer 1 seq 4 acked in partition {gone.partition} without an offset"]
+
+
+def test_an_ack_without_offset_read_in_another_partition_is_inconsistent() -> None:
+    history = with_implicit_ack(simple(), 1, 4)
+    acked = ack_of(simple(), 1, 4)
+    history.acks = [a._replace(partition=(acked.partition + 1) % 3) if a.value == (1, 4) else a
+                    for a in history.acks]
+    verdict = check(history)
+    assert [(i.partition, "without an offset" in i.reason) for i in verdict.inconsistent] == [
+        ((acked.partition + 1) % 3, True)]
+    assert not verdict.lost
+    assert as_dict(verdict, history, {}, max_examples=2)["examples"]["inconsistent"][0].startswith(
+        f"partition {(acked.partition + 1) % 3}: ")

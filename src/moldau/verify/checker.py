@@ -11,6 +11,9 @@ The kinds, as a user of acks=all expects them to hold:
   acknowledged offset that holds another value, or a value read elsewhere than acknowledged;
 - unexpected: a value carrying this run's id that no producer ever sent.
 
+An acknowledgement without an offset (librdkafka's implicit ack, see ``Ack``) is checked
+only for loss and for its partition: it names no offset to compare.
+
 Sends that were not acknowledged are indeterminate: they may be missing or present, and are
 only counted. Records of other writers (values without this run's id) are counted as foreign.
 """
@@ -30,7 +33,8 @@ Location = tuple[int, int]  # (partition, offset)
 class Lost(NamedTuple):
     value: ValueId
     partition: int
-    offset: int
+    #: None: acknowledged without an offset.
+    offset: int | None
 
 
 class Duplicated(NamedTuple):
@@ -65,6 +69,8 @@ class Verdict:
 
     sent: int = 0
     acked: int = 0
+    #: Acknowledgements the client gave without an offset (implicit acks, see ``Ack``).
+    acked_without_offset: int = 0
     failed: int = 0
     #: Failed sends that were read back anyway (allowed: the outcome of a failed send is open).
     failed_but_read: int = 0
@@ -117,6 +123,7 @@ def check(history: History) -> Verdict:
         timed_acks=len(timed),
         sent=len(history.sent),
         acked=len(history.acks),
+        acked_without_offset=sum(1 for a in history.acks if a.offset is None),
         failed=len(history.failures),
         records_read=len(history.reads),
         read_errors=len(history.read_errors),
@@ -168,7 +175,11 @@ def _check_acks(history: History, locations: dict[ValueId, set[Location]],
                 ours_at: dict[Location, ValueId], verdict: Verdict) -> None:
     """Lost and inconsistent acknowledgements: each acked value must be read where acked."""
     acked_at: dict[Location, ValueId] = {}
-    for ack in sorted(history.acks, key=lambda a: (a.partition, a.offset, a.value)):
+    for ack in sorted(history.acks, key=lambda a: (a.partition, _offset_key(a.offset),
+                                                   a.value)):
+        if ack.offset is None:
+            _check_offsetless_ack(ack.value, ack.partition, locations, verdict)
+            continue
         where = (ack.partition, ack.offset)
         other = acked_at.setdefault(where, ack.value)
         if other != ack.value:
@@ -185,6 +196,25 @@ def _check_acks(history: History, locations: dict[ValueId, set[Location]],
             elsewhere = ", ".join(f"{p}:{o}" for p, o in sorted(found))
             verdict.inconsistent.append(Inconsistent(
                 *where, f"acknowledged for {_ident(ack.value)}, which was read at {elsewhere}"))
+
+
+def _offset_key(offset: int | None) -> int:
+    return -1 if offset is None else offset
+
+
+def _check_offsetless_ack(value: ValueId, partition: int,
+                          locations: dict[ValueId, set[Location]], verdict: Verdict) -> None:
+    """An ack without an offset: the value must be read, and in the partition it was sent to
+    (reading it at offset 0 of that partition, as the offset's absence used to be taken, is
+    not required: the offset is unknown)."""
+    found = locations.get(value)
+    if not found:
+        verdict.lost.append(Lost(value, partition, None))
+    elif all(p != partition for p, _ in found):
+        elsewhere = ", ".join(f"{p}:{o}" for p, o in sorted(found))
+        verdict.inconsistent.append(Inconsistent(
+            partition, -1, f"acknowledged (without an offset) for {_ident(value)} in "
+                           f"partition {partition}, which was read at {elsewhere}"))
 
 
 def _reorderings(ours_at: dict[Location, ValueId]) -> list[Reordered]:

@@ -37,11 +37,18 @@ def decode_value(value: bytes | None) -> tuple[str, int, int] | None:
 
 
 class Ack(NamedTuple):
-    """A delivery report without error: the cluster says ``value`` is at partition/offset."""
+    """A delivery report without error: the cluster says ``value`` is at partition/offset.
+
+    ``offset`` is None when the client confirmed the delivery without an offset. librdkafka
+    does that for an idempotent producer's "implicit acks": a request whose outcome was
+    uncertain (timed out, connection lost) is taken as written once a later request of the
+    same partition succeeds, since a broker that checks sequence numbers refuses a batch
+    after a gap. The value must then be read somewhere; where is not known.
+    """
 
     value: ValueId
     partition: int
-    offset: int
+    offset: int | None
     #: From the send to the delivery report; negative for the warm-up send (not measured).
     latency_s: float
 

@@ -79,7 +79,8 @@ class DeleteRecordsNemesis(Nemesis):
     def before_read(self, ctx: NemesisContext) -> str | None:
         offsets: dict[int, list[int]] = defaultdict(list)
         for ack in ctx.history.acks:
-            offsets[ack.partition].append(ack.offset)
+            if ack.offset is not None:  # an implicit ack names no offset
+                offsets[ack.partition].append(ack.offset)
         cuts = []
         for partition, acked in sorted(offsets.items()):
             acked.sort()

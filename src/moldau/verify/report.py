@@ -24,6 +24,8 @@ _KIND_HEADERS = {
 def _example(kind: str, item: Any) -> str:
     if kind == "lost":
         value = f"producer {item.value[0]} seq {item.value[1]}"
+        if item.offset is None:
+            return f"{value} acked in partition {item.partition} without an offset"
         return f"{value} acked at {item.partition}:{item.offset}"
     if kind == "duplicated":
         where = ", ".join(f"{p}:{o}" for p, o in item.locations)
@@ -32,6 +34,8 @@ def _example(kind: str, item: Any) -> str:
         return (f"partition {item.partition} offset {item.offset}: producer {item.producer} "
                 f"seq {item.seq} after seq {item.after_seq}")
     if kind == "inconsistent":
+        if item.offset < 0:  # an ack without an offset
+            return f"partition {item.partition}: {item.reason}"
         return f"{item.partition}:{item.offset} {item.reason}"
     return f"producer {item.value[0]} seq {item.value[1]} at {item.partition}:{item.offset}"
 
@@ -55,6 +59,7 @@ def as_dict(verdict: Verdict, history: History, settings: dict[str, Any],
         "settings": settings,
         "sent": verdict.sent,
         "acked": verdict.acked,
+        "acked_without_offset": verdict.acked_without_offset,
         "failed": verdict.failed,
         "failed_but_read": verdict.failed_but_read,
         "records_read": verdict.records_read,
@@ -98,6 +103,9 @@ def as_text(verdict: Verdict, history: History, settings: dict[str, Any],
            else "read timeout before the acknowledged end of every partition"),
         f"indeterminate: {verdict.failed} failed sends, {verdict.failed_but_read} of them read",
     ]
+    if verdict.acked_without_offset:
+        lines.append(f"acked without an offset (client's implicit acks, checked for loss "
+                     f"only): {verdict.acked_without_offset}")
     if verdict.read_errors:
         lines.append(f"read errors: {verdict.read_errors} (first: {history.read_errors[0]})")
     for event in history.nemesis_events:

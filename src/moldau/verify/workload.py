@@ -119,7 +119,8 @@ class _ProducerWorker:
             return
         sent_at = self.sent_at[seq]
         latency = time.monotonic() - sent_at if sent_at >= 0 else -1.0
-        self.acks.append(Ack(ident, message.partition() or 0, message.offset() or 0, latency))
+        # offset() is None for an implicit ack (see Ack): recorded as unknown, never as 0.
+        self.acks.append(Ack(ident, message.partition() or 0, message.offset(), latency))
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal() and self.fatal is None:
@@ -326,7 +327,8 @@ def run_workload(config: WorkloadConfig, nemesis: Nemesis | None = None) -> Hist
 
     targets: dict[int, int] = defaultdict(int)
     for ack in history.acks:
-        targets[ack.partition] = max(targets[ack.partition], ack.offset + 1)
+        if ack.offset is not None:
+            targets[ack.partition] = max(targets[ack.partition], ack.offset + 1)
     read_began = time.monotonic()
     consumers = [_ConsumerWorker(i, config, history, targets, read_began + config.read_timeout_s)
                  for i in range(config.consumers)]
