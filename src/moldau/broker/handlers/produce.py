@@ -102,13 +102,12 @@ class _Appended:
         self.result = result
 
 
-def _append(ctx: RequestContext, topic: str, data: Any, acks: int,
-            written: list[bool]) -> Any:
+def _append(ctx: RequestContext, topic: str, data: Any, partition: Partition | None,
+            acks: int, written: list[bool]) -> Any:
     """The partition's response, or an :class:`_Appended` when acks=all must still wait.
     Appends True to ``written`` when new records were written (not a producer's retry)."""
     m = ctx.resp
     index = data.index
-    partition = ctx.broker.partition(topic, index)
     if partition is None:
         return _partition_response(m, index, ctx.broker.not_hosted_error(topic, index),
                                    "This server does not host this topic-partition.")
@@ -134,12 +133,11 @@ def _append(ctx: RequestContext, topic: str, data: Any, acks: int,
     return _appended_response(m, index, ErrorCode.none, result)
 
 
-async def _wait_for_handover(partition: Partition | None) -> None:
+async def _wait_for_handover(handover: asyncio.Future[None]) -> None:
     """A partition whose leadership this broker is handing over (controlled shutdown) is
     answered once it moved, so that the client's retry finds the new leader in Metadata at
     once instead of backing off longer with every NOT_LEADER_OR_FOLLOWER from here."""
-    handover = partition.handover if partition is not None else None
-    if handover is not None and not handover.done():
+    if not handover.done():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(handover), HANDOVER_WAIT_S)
 
@@ -230,8 +228,12 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         else:
             entries = []
             for p in topic_data.partition_data:
-                await _wait_for_handover(broker.partition(name, p.index))
-                entries.append(_append(ctx, name, p, acks, written))
+                partition = broker.partition(name, p.index)
+                if partition is not None and partition.handover is not None:
+                    # Only during a controlled shutdown: no coroutine per partition otherwise.
+                    await _wait_for_handover(partition.handover)
+                    partition = broker.partition(name, p.index)  # may be gone meanwhile
+                entries.append(_append(ctx, name, p, partition, acks, written))
                 await pacer.tick()
         appended_topics.append((name, entries))
     waiting = _waiting(appended_topics)
