@@ -22,7 +22,7 @@ FUZZ_FRAMES ?= 1000000
 FUZZ_SECONDS ?= 3600
 FUZZ_SEED ?= 1
 
-.PHONY: run test lint bench fuzz pipeline verify apt-deps clean-venv
+.PHONY: run test test-long-faults lint bench fuzz pipeline verify apt-deps clean-venv
 
 run: $(RUN_STAMP)
 	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA)
@@ -30,6 +30,11 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP) apt-deps
 	@# pytest exits 5 when it collects no test: an empty suite is not a failure here.
 	$(BIN)/pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+# Long fault loops (repeated kill -9 of brokers and clients mid-transaction, ...): too slow for
+# `make test`, each bounded in count and time.
+test-long-faults: $(TEST_STAMP) apt-deps
+	$(BIN)/pytest -m long_faults; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 # Mutated frames against a fresh broker until FUZZ_FRAMES or FUZZ_SECONDS, from FUZZ_SEED; fails
 # on a crash, a traceback or ERROR line, RSS over 300 MB, or a lost/reordered record.
