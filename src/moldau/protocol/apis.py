@@ -54,6 +54,7 @@ ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
+DESCRIBE_PRODUCERS = 61
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
 GET_TELEMETRY_SUBSCRIPTIONS = 71
@@ -97,6 +98,7 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
         ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 2),
+        ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
         # KIP-848; v1 regex subscriptions are refused (INVALID_REQUEST).
         ApiRange(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
         ApiRange(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),

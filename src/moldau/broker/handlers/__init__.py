@@ -19,6 +19,7 @@ def register_all(broker: Broker) -> None:
         configs,
         consumer_groups,
         controlled_shutdown,
+        describe_producers,
         describe_topic_partitions,
         elect_leaders,
         fetch,
@@ -72,3 +73,4 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.PUSH_TELEMETRY, telemetry.handle_push)
     broker.register(apis.LIST_CONFIG_RESOURCES, config_resources.handle)
     broker.register(apis.DESCRIBE_TOPIC_PARTITIONS, describe_topic_partitions.handle)
+    broker.register(apis.DESCRIBE_PRODUCERS, describe_producers.handle)
