@@ -2,7 +2,9 @@
 
 Producers send unique values with acks=all (idempotent by default), consumers read every
 partition back, and the checker (``moldau.verify.checker``) reports lost, duplicated,
-reordered, inconsistent and unexpected records. Exit status 0 means the run was clean, 1
+reordered, inconsistent and unexpected records. With ``--transactional`` the producers write in
+transactions (some aborted on purpose), consumers read with read_committed, and a value read
+of an aborted transaction is an anomaly too (aborted_read). Exit status 0 means the run was clean, 1
 that anomalies were found (or that nothing was acknowledged, so nothing was checked).
 The command is a plain client: point it at any cluster. With ``--local-broker`` or
 ``--local-cluster N`` it starts its own broker(s) in a temporary directory, the only ones its
@@ -128,6 +130,21 @@ def _check_options(ctx: click.Context, nemesis: str, local_broker: bool,
         _nemesis(nemesis, None, None, 1.0, False)
 
 
+def _check_transactional(ctx: click.Context, transactional: bool, idempotence: bool,
+                         acks: str) -> None:
+    """The transaction options need --transactional; transactions need idempotent acks=all."""
+    if transactional:
+        if not idempotence or acks not in ("all", "-1"):
+            raise CliError("--transactional needs idempotent acks=all producers (drop "
+                           "--no-idempotence and --acks 1)")
+        return
+    for option in ("txn_size", "abort_fraction", "transaction_timeout_ms"):
+        if ctx.get_parameter_source(option) is click.core.ParameterSource.COMMANDLINE:
+            flag = {"txn_size": "--txn-size", "abort_fraction": "--abort-fraction",
+                    "transaction_timeout_ms": "--transaction-timeout"}[option]
+            raise CliError(f"{flag} needs --transactional")
+
+
 def _wait_in_sync(cluster: OwnCluster | None, conn: Connection, topic: str) -> None:
     """On a cluster we started: every partition led and fully in sync before the run."""
     if cluster is None:
@@ -181,7 +198,23 @@ def _ensure_topic(conn: Connection, topic: str, partitions: int,
 @click.option("--idempotence/--no-idempotence", default=True, show_default=True,
               help="Idempotent producers (needs --acks all).")
 @click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
-              default="read_uncommitted", show_default=True)
+              default=None,
+              help="Consumers' isolation level [default: read_committed with --transactional, "
+                   "else read_uncommitted].")
+@click.option("--transactional", is_flag=True,
+              help="Producers write in transactions (each its own transactional.id), commit "
+                   "them or abort a fraction on purpose; aborted values read are reported "
+                   "(aborted_read), committed values never read are lost.")
+@click.option("--txn-size", type=click.IntRange(min=1, max=100_000), default=100,
+              show_default=True, help="With --transactional: values per transaction.")
+@click.option("--abort-fraction", type=click.FloatRange(min=0, max=1), default=0.2,
+              show_default=True,
+              help="With --transactional: the share of transactions aborted on purpose.")
+@click.option("--transaction-timeout", "transaction_timeout_ms",
+              type=click.IntRange(min=1000), default=10_000, show_default=True, metavar="MS",
+              help="With --transactional: the producers' transaction.timeout.ms (how long the "
+                   "broker lets a transaction stay open, so a read_committed consumer waits "
+                   "behind a producer that died at most this long).")
 @click.option("--read-timeout", "read_timeout_s", type=click.FloatRange(min=0.1), default=30.0,
               show_default=True, metavar="SECONDS",
               help="Longest read phase: consumers stop earlier once past every acked offset.")
@@ -213,7 +246,7 @@ def _ensure_topic(conn: Connection, topic: str, partitions: int,
 @click.option("--cluster-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="With --local-cluster: keep its data and logs in this directory (created "
                    "when missing) [default: a temporary directory, removed].")
-@click.option("--allow", "allowed", multiple=True, type=click.Choice(Verdict.ANOMALY_KINDS),
+@click.option("--allow", "allowed", multiple=True, type=click.Choice(Verdict.ALL_KINDS),
               help="An anomaly kind that is reported but does not fail the run (exit 0), e.g. "
                    "duplicated against a broker that does not deduplicate retries. Repeatable.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
@@ -224,7 +257,9 @@ def _ensure_topic(conn: Connection, topic: str, partitions: int,
 def verify(ctx: click.Context, conn: Connection, topic: str, partitions: int,
            replication_factor: int | None, producers: int, consumers: int, records: int | None,
            duration_s: float | None, rate: float, value_size: int, acks: str, idempotence: bool,
-           isolation_level: str, read_timeout_s: float, nemesis: str | None,
+           isolation_level: str | None, transactional: bool, txn_size: int,
+           abort_fraction: float, transaction_timeout_ms: int, read_timeout_s: float,
+           nemesis: str | None,
            nemesis_interval_s: float, local_broker: bool, local_cluster: int | None,
            unclean: bool, netns: bool | None, overrides: tuple[str, ...],
            cluster_dir: Path | None, allowed: tuple[str, ...], output_format: str,
@@ -235,6 +270,9 @@ def verify(ctx: click.Context, conn: Connection, topic: str, partitions: int,
     """
     if idempotence and acks not in ("all", "-1"):
         raise CliError(f"--acks {acks} needs --no-idempotence (idempotent producers use acks=all)")
+    _check_transactional(ctx, transactional, idempotence, acks)
+    if isolation_level is None:
+        isolation_level = "read_committed" if transactional else "read_uncommitted"
     if records is None and duration_s is None:
         duration_s = 10.0
     if nemesis is None:
@@ -264,6 +302,8 @@ def verify(ctx: click.Context, conn: Connection, topic: str, partitions: int,
                 topic=topic, producers=producers, consumers=consumers, records=records,
                 duration_s=duration_s, rate=rate, value_size=value_size, acks=acks,
                 idempotence=idempotence, isolation_level=isolation_level,
+                transactional=transactional, txn_size=txn_size, abort_fraction=abort_fraction,
+                transaction_timeout_ms=transaction_timeout_ms,
                 read_timeout_s=read_timeout_s, timeout_s=conn.timeout,
                 flush_timeout_s=max(30.0, conn.timeout * 3),
             ),
@@ -291,6 +331,10 @@ def _run(conn: Connection, topic: str, partitions: int, replication_factor: int 
         "topic": status, "producers": config.producers, "consumers": config.consumers,
         "acks": config.acks, "idempotence": config.idempotence,
         "isolation": config.isolation_level, "nemesis": nemesis.name}
+    if config.transactional:
+        settings.update(transactional=True, txn_size=config.txn_size,
+                        abort_fraction=config.abort_fraction,
+                        transaction_timeout_ms=config.transaction_timeout_ms)
     if cluster is not None:
         settings["cluster"] = cluster.describe()
         settings["topic_configs"] = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))

@@ -16,6 +16,17 @@ only for loss and for its partition: it names no offset to compare.
 
 Sends that were not acknowledged are indeterminate: they may be missing or present, and are
 only counted. Records of other writers (values without this run's id) are counted as foreign.
+
+A transactional run (``history.transactional``, read with isolation.level=read_committed)
+judges each value by its transaction's outcome instead of by its ack:
+
+- aborted_read: a value of an aborted transaction was read (the broker's LSO, aborted list or
+  markers let it through, or the coordinator committed what it was asked to abort);
+- lost (committed writes): a value of a committed transaction never read;
+- duplicated, reordered, inconsistent, unexpected: as above (acks are compared with the log
+  only for committed values: an aborted value is in the log but never read);
+- values of a transaction in doubt (its commit or abort was not confirmed) may be read or
+  not: those read are counted and listed as information (``in_doubt_read``), no anomaly.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .history import History, ValueId, decode_value
+from .history import ABORTED, COMMITTED, IN_DOUBT, Ack, History, Txn, ValueId, decode_value
 
 Location = tuple[int, int]  # (partition, offset)
 
@@ -63,6 +74,16 @@ class Unexpected(NamedTuple):
     offset: int
 
 
+class TxnRead(NamedTuple):
+    """A value read whose transaction was aborted (an anomaly) or is in doubt (information)."""
+
+    value: ValueId
+    partition: int
+    offset: int
+    #: The producer's transaction number (``Txn.number``); -1 when none holds the value.
+    txn: int
+
+
 @dataclass
 class Verdict:
     """Counts and anomalies of one run; ``clean`` when no anomaly of any kind was found."""
@@ -87,12 +108,30 @@ class Verdict:
     reordered: list[Reordered] = field(default_factory=list)
     inconsistent: list[Inconsistent] = field(default_factory=list)
     unexpected: list[Unexpected] = field(default_factory=list)
+    #: A transactional run: ``aborted_read`` is one more anomaly kind, and the figures below.
+    transactional: bool = False
+    aborted_read: list[TxnRead] = field(default_factory=list)
+    #: Information, no anomaly: values of transactions in doubt that were read.
+    in_doubt_read: list[TxnRead] = field(default_factory=list)
+    #: Transactions per outcome (committed, aborted, in-doubt) and the aborts chosen.
+    transactions: dict[str, int] = field(default_factory=dict)
+    chosen_aborts: int = 0
+    committed_values: int = 0
+    committed_values_read: int = 0
+    in_doubt_values: int = 0
 
     ANOMALY_KINDS = ("lost", "duplicated", "reordered", "inconsistent", "unexpected")
+    #: Every kind of either mode (what ``--allow`` accepts).
+    ALL_KINDS = ("aborted_read", *ANOMALY_KINDS)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The anomaly kinds this run is judged by (``aborted_read`` only when transactional)."""
+        return self.ALL_KINDS if self.transactional else self.ANOMALY_KINDS
 
     @property
     def anomaly_counts(self) -> dict[str, int]:
-        return {kind: len(getattr(self, kind)) for kind in self.ANOMALY_KINDS}
+        return {kind: len(getattr(self, kind)) for kind in self.kinds}
 
     @property
     def clean(self) -> bool:
@@ -157,7 +196,10 @@ def check(history: History) -> Verdict:
             verdict.inconsistent.append(
                 Inconsistent(*where, f"read with {len(values)} different values: {shown}"))
 
-    _check_acks(history, locations, ours_at, verdict)
+    if history.transactional:
+        _check_transactions(history, locations, ours_at, verdict)
+    else:
+        _check_acks(history, history.acks, locations, ours_at, verdict)
     failed_values = {failure.value for failure in history.failures}
     verdict.failed_but_read = sum(1 for value in failed_values if value in locations)
 
@@ -171,11 +213,11 @@ def check(history: History) -> Verdict:
     return verdict
 
 
-def _check_acks(history: History, locations: dict[ValueId, set[Location]],
+def _check_acks(history: History, acks: list[Ack], locations: dict[ValueId, set[Location]],
                 ours_at: dict[Location, ValueId], verdict: Verdict) -> None:
     """Lost and inconsistent acknowledgements: each acked value must be read where acked."""
     acked_at: dict[Location, ValueId] = {}
-    for ack in sorted(history.acks, key=lambda a: (a.partition, _offset_key(a.offset),
+    for ack in sorted(acks, key=lambda a: (a.partition, _offset_key(a.offset),
                                                    a.value)):
         if ack.offset is None:
             _check_offsetless_ack(ack.value, ack.partition, locations, verdict)
@@ -196,6 +238,53 @@ def _check_acks(history: History, locations: dict[ValueId, set[Location]],
             elsewhere = ", ".join(f"{p}:{o}" for p, o in sorted(found))
             verdict.inconsistent.append(Inconsistent(
                 *where, f"acknowledged for {_ident(ack.value)}, which was read at {elsewhere}"))
+
+
+def _transaction_of(history: History) -> dict[ValueId, Txn]:
+    """Each sent value's transaction (a producer's transactions hold disjoint seq ranges)."""
+    result: dict[ValueId, Txn] = {}
+    for txn in history.transactions:
+        for seq in range(txn.first_seq, txn.last_seq + 1):
+            result[(txn.producer, seq)] = txn
+    return result
+
+
+def _check_transactions(history: History, locations: dict[ValueId, set[Location]],
+                        ours_at: dict[Location, ValueId], verdict: Verdict) -> None:
+    """Judge every value by its transaction's outcome (see the module docstring).
+
+    A value sent but in no transaction (the run ended between a send and the bookkeeping of
+    its transaction, which the workload avoids) is taken as in doubt, never as committed."""
+    verdict.transactional = True
+    txn_of = _transaction_of(history)
+    outcomes = [txn.outcome for txn in history.transactions]
+    verdict.transactions = {o: outcomes.count(o) for o in (COMMITTED, ABORTED, IN_DOUBT)}
+    verdict.chosen_aborts = sum(1 for txn in history.transactions if txn.chose_abort)
+    committed = {v for v, txn in txn_of.items() if txn.outcome == COMMITTED}
+    verdict.committed_values = len(committed)
+    verdict.committed_values_read = sum(1 for v in committed if v in locations)
+    verdict.in_doubt_values = sum(1 for v in history.sent
+                                  if v not in txn_of or txn_of[v].outcome == IN_DOUBT)
+    # Acks of committed values must agree with the log; the others name offsets of records
+    # a read_committed consumer never returns.
+    committed_acks = [a for a in history.acks if a.value in committed]
+    _check_acks(history, committed_acks, locations, ours_at, verdict)
+    acked = {a.value for a in committed_acks}
+    # A committed value never acknowledged (commit_transaction returned, so the client had
+    # every delivery report): lost without a known partition if never read either.
+    verdict.lost.extend(Lost(v, -1, None) for v in sorted(committed - acked)
+                        if v not in locations)
+    verdict.lost.sort(key=lambda x: (x.partition, _offset_key(x.offset), x.value))
+    for ident in sorted(locations):
+        if ident not in history.sent:
+            continue  # unexpected, reported as such
+        txn = txn_of.get(ident)
+        outcome = txn.outcome if txn is not None else IN_DOUBT
+        if outcome == COMMITTED:
+            continue
+        into = verdict.aborted_read if outcome == ABORTED else verdict.in_doubt_read
+        number = txn.number if txn is not None else -1
+        into.extend(TxnRead(ident, p, o, number) for p, o in sorted(locations[ident]))
 
 
 def _offset_key(offset: int | None) -> int:

@@ -69,6 +69,36 @@ class Read(NamedTuple):
     value: bytes | None
 
 
+class Txn(NamedTuple):
+    """One transaction of a transactional run: the values ``(producer, first_seq..last_seq)``.
+
+    A transactional producer sends its values in order and each transaction holds a run of
+    them, so a range names them all. ``outcome`` is what the producer learnt: COMMITTED
+    (``commit_transaction`` returned), ABORTED (``abort_transaction`` returned, whether the
+    abort was chosen or followed a failed commit) or IN_DOUBT (neither could be confirmed:
+    the transaction may have been committed or aborted; reading its values is no anomaly).
+    """
+
+    producer: int
+    number: int
+    first_seq: int
+    last_seq: int
+    outcome: str
+    #: Why it ended so when not as planned (the error of the failed commit or abort), else "".
+    detail: str = ""
+    #: True when the workload chose to abort it (the fraction ``--abort-fraction``).
+    chose_abort: bool = False
+
+    @property
+    def size(self) -> int:
+        return self.last_seq - self.first_seq + 1
+
+
+COMMITTED = "committed"
+ABORTED = "aborted"
+IN_DOUBT = "in-doubt"
+
+
 class NemesisEvent(NamedTuple):
     """A fault the nemesis injected (or healed), ``at_s`` seconds after the workload began."""
 
@@ -97,3 +127,7 @@ class History:
     read_seconds: float = 0.0
     #: True when every consumer reached the end of every partition at or past its acked end.
     read_complete: bool = True
+    #: A transactional run (``--transactional``): every sent value belongs to one of
+    #: ``transactions``, and the checker judges reads by their transaction's outcome.
+    transactional: bool = False
+    transactions: list[Txn] = field(default_factory=list)

@@ -13,6 +13,7 @@ from .checker import Verdict
 from .history import History
 
 _KIND_HEADERS = {
+    "aborted_read": "a value of an aborted transaction was read",
     "lost": "acknowledged, never read",
     "duplicated": "one value read at several offsets",
     "reordered": "a producer's values out of send order within a partition",
@@ -21,9 +22,20 @@ _KIND_HEADERS = {
 }
 
 
+def _header(kind: str, verdict: Verdict) -> str:
+    if kind == "lost" and verdict.transactional:
+        return "of a committed transaction, never read"
+    return _KIND_HEADERS[kind]
+
+
 def _example(kind: str, item: Any) -> str:
+    if kind in ("aborted_read", "in_doubt_read"):
+        return (f"producer {item.value[0]} seq {item.value[1]} (its transaction "
+                f"{item.txn}) read at {item.partition}:{item.offset}")
     if kind == "lost":
         value = f"producer {item.value[0]} seq {item.value[1]}"
+        if item.partition < 0:
+            return f"{value}: never acknowledged"
         if item.offset is None:
             return f"{value} acked in partition {item.partition} without an offset"
         return f"{value} acked at {item.partition}:{item.offset}"
@@ -46,10 +58,24 @@ def failing_kinds(verdict: Verdict, allowed: tuple[str, ...] = ()) -> list[str]:
             if count and kind not in allowed]
 
 
+def _transaction_figures(verdict: Verdict, max_examples: int) -> dict[str, Any]:
+    """The transactional run's own figures (JSON), in-doubt reads as information."""
+    return {
+        "transactions": verdict.transactions,
+        "chosen_aborts": verdict.chosen_aborts,
+        "committed_values": verdict.committed_values,
+        "committed_values_read": verdict.committed_values_read,
+        "in_doubt_values": verdict.in_doubt_values,
+        "in_doubt_read": len(verdict.in_doubt_read),
+        "in_doubt_read_examples": [_example("in_doubt_read", item)
+                                   for item in verdict.in_doubt_read[:max_examples]],
+    }
+
+
 def as_dict(verdict: Verdict, history: History, settings: dict[str, Any],
             max_examples: int, allowed: tuple[str, ...] = ()) -> dict[str, Any]:
     """The whole verdict as JSON-ready data (``examples`` cut to ``max_examples`` per kind)."""
-    return {
+    data: dict[str, Any] = {
         "clean": verdict.clean,
         "allowed": list(allowed),
         "failing": failing_kinds(verdict, allowed),
@@ -76,8 +102,11 @@ def as_dict(verdict: Verdict, history: History, settings: dict[str, Any],
                     for e in history.nemesis_events],
         "anomalies": verdict.anomaly_counts,
         "examples": {kind: [_example(kind, item) for item in getattr(verdict, kind)[:max_examples]]
-                     for kind in Verdict.ANOMALY_KINDS},
+                     for kind in verdict.kinds},
     }
+    if verdict.transactional:
+        data["transactional"] = _transaction_figures(verdict, max_examples)
+    return data
 
 
 def as_json(verdict: Verdict, history: History, settings: dict[str, Any],
@@ -106,17 +135,19 @@ def as_text(verdict: Verdict, history: History, settings: dict[str, Any],
     if verdict.acked_without_offset:
         lines.append(f"acked without an offset (client's implicit acks, checked for loss "
                      f"only): {verdict.acked_without_offset}")
+    if verdict.transactional:
+        lines.extend(_transaction_lines(verdict, max_examples))
     if verdict.read_errors:
         lines.append(f"read errors: {verdict.read_errors} (first: {history.read_errors[0]})")
     for event in history.nemesis_events:
         lines.append(f"nemesis at {event.at_s:.1f} s: {event.description}")
     counts = verdict.anomaly_counts
     lines.append("anomalies: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    for kind in Verdict.ANOMALY_KINDS:
+    for kind in verdict.kinds:
         items = getattr(verdict, kind)
         if not items:
             continue
-        lines.append(f"{kind} ({_KIND_HEADERS[kind]}): {len(items)}")
+        lines.append(f"{kind} ({_header(kind, verdict)}): {len(items)}")
         lines.extend(f"  {_example(kind, item)}" for item in items[:max_examples])
         if len(items) > max_examples:
             lines.append(f"  ... {len(items) - max_examples} more")
@@ -128,3 +159,18 @@ def as_text(verdict: Verdict, history: History, settings: dict[str, Any],
         shown = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
         lines.append(f"result: only allowed anomalies ({shown}; --allow)")
     return "\n".join(lines)
+
+
+def _transaction_lines(verdict: Verdict, max_examples: int) -> list[str]:
+    """Transactions per outcome, committed values read, and in-doubt reads (information)."""
+    counts = verdict.transactions
+    lines = [
+        f"transactions: {counts.get('committed', 0)} committed, {counts.get('aborted', 0)} "
+        f"aborted ({verdict.chosen_aborts} on purpose), {counts.get('in-doubt', 0)} in doubt",
+        f"committed values: {verdict.committed_values}, read {verdict.committed_values_read}; "
+        f"values in doubt: {verdict.in_doubt_values}, read {len(verdict.in_doubt_read)} "
+        f"(information, no anomaly)",
+    ]
+    lines.extend(f"  in doubt, read: {_example('in_doubt_read', item)}"
+                 for item in verdict.in_doubt_read[:max_examples])
+    return lines

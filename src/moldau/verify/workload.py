@@ -5,11 +5,20 @@ the I/O in its own threads; Python only creates values and records reports). Eve
 bounded: producers stop after their share of ``records`` or at ``duration_s``, the final
 flush waits at most ``flush_timeout_s``, and consumers stop when they have seen the end of
 every partition at or past its highest acknowledged offset, or at ``read_timeout_s``.
+
+With ``transactional`` each producer has a ``transactional.id`` of its own and sends its values
+in transactions of ``txn_size``; it aborts a transaction on purpose with probability
+``abort_fraction`` and commits the others, and records each transaction's outcome as the client
+learnt it (committed, aborted, or in doubt when neither the commit nor the abort was confirmed).
+A producer whose transaction ended in doubt or whose client failed fatally is replaced by a new
+one with the same ``transactional.id``: its ``init_transactions`` fences the old one and makes
+the coordinator finish the open transaction, so none is left hanging for the read phase.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import secrets
 import threading
 import time
@@ -20,7 +29,18 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from .history import Ack, Failure, History, Read, ValueId, encode_value
+from .history import (
+    ABORTED,
+    COMMITTED,
+    IN_DOUBT,
+    Ack,
+    Failure,
+    History,
+    Read,
+    Txn,
+    ValueId,
+    encode_value,
+)
 from .nemesis import Nemesis, NemesisContext
 
 
@@ -45,6 +65,13 @@ class WorkloadConfig:
     timeout_s: float = 10.0
     run_id: str = field(default_factory=lambda: secrets.token_hex(4))
     extra_producer_config: dict[str, Any] = field(default_factory=dict)
+    #: Transactional producers (see the module docstring); read with read_committed.
+    transactional: bool = False
+    txn_size: int = 100
+    abort_fraction: float = 0.2
+    transaction_timeout_ms: int = 10_000
+    #: Most producers one worker may replace after a fatal error or a transaction in doubt.
+    max_replacements: int = 20
 
     def share(self, producer: int) -> int | None:
         """How many records producer number ``producer`` sends (None: until the deadline)."""
@@ -204,6 +231,162 @@ class _ProducerWorker:
             producer.poll(0)
 
 
+class _TransactionalWorker(_ProducerWorker):
+    """One transactional producer: transactions of ``txn_size`` values, some aborted on purpose.
+
+    Values stay numbered in send order per producer, so each transaction is a range of
+    sequence numbers (``Txn``). Rate and deadline are as for the idempotent worker; a
+    transaction cut by the deadline or the quota is shorter, never left open.
+    """
+
+    def __init__(self, number: int, config: WorkloadConfig, clock: _StartClock) -> None:
+        super().__init__(number, config, clock)
+        self.transactions: list[Txn] = []
+        self.transactional_id = f"moldau-verify-{config.run_id}-p{number}"
+        #: Why each replaced producer was given up (its transaction in doubt).
+        self.replaced: list[str] = []
+        self._generation = 0
+        self._rng = random.Random(f"{config.run_id}-{number}")
+
+    def _open(self) -> Producer | None:
+        """A new producer with our transactional.id, initialised (fencing any previous one).
+
+        init_transactions is retried while it times out, for up to ``flush_timeout_s``
+        (the coordinator may be moving); None when it never succeeds."""
+        cfg = self.config
+        self.fatal = None
+        self._generation += 1
+        generation = self._generation
+        producer = Producer({
+            **cfg.client_config,
+            "client.id": f"moldau-verify-{cfg.run_id}-p{self.number}",
+            "transactional.id": self.transactional_id,
+            "transaction.timeout.ms": cfg.transaction_timeout_ms,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            # librdkafka refuses a message timeout above the transaction timeout.
+            "message.timeout.ms": min(cfg.transaction_timeout_ms,
+                                      max(1000, int(cfg.flush_timeout_s * 1000))),
+            # A replaced producer's late errors must not stop its successor.
+            "error_cb": lambda error: (self._on_error(error)
+                                       if generation == self._generation else None),
+            **cfg.extra_producer_config,
+        })
+        deadline = time.monotonic() + cfg.flush_timeout_s
+        while True:
+            try:
+                producer.init_transactions(max(1.0, min(cfg.timeout_s,
+                                                        deadline - time.monotonic())))
+                return producer
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                retriable = isinstance(error, KafkaError) and error.retriable()
+                if not retriable or time.monotonic() >= deadline:
+                    self.fatal = f"init_transactions: {exc}"
+                    return None
+
+    def _replace(self, producer: Producer) -> Producer | None:
+        """Give up ``producer`` (its last transaction is in doubt): a new one fences it."""
+        with contextlib.suppress(KafkaException):
+            producer.purge()
+        if len(self.replaced) > self.config.max_replacements:
+            self.fatal = self.fatal or "too many producers replaced"
+            return None
+        return self._open()
+
+    def run(self) -> None:
+        cfg = self.config
+        producer = self._open()
+        self.clock.wait()
+        quota = cfg.share(self.number)
+        seq = 0
+        while (producer is not None and (quota is None or seq < quota)
+               and time.monotonic() < self.clock.deadline):
+            size = cfg.txn_size if quota is None else min(cfg.txn_size, quota - seq)
+            first = seq
+            chose_abort = self._rng.random() < cfg.abort_fraction
+            try:
+                producer.begin_transaction()
+                seq, failed = self._send_transaction(producer, seq, size)
+            except KafkaException as exc:  # a fatal or state error: no transaction to send in
+                failed = f"begin_transaction: {exc}"
+            outcome, detail = self._end(producer, commit=not chose_abort and failed is None
+                                        and seq > first, why=failed)
+            if seq > first:
+                self.transactions.append(Txn(self.number, len(self.transactions), first,
+                                             seq - 1, outcome, detail, chose_abort))
+            if outcome == IN_DOUBT:
+                self.replaced.append(detail)
+                producer = self._replace(producer)
+        if producer is not None:
+            with contextlib.suppress(KafkaException):
+                producer.flush(1.0)
+        reported = {a.value for a in self.acks} | {f.value for f in self.failures}
+        self.failures.extend(
+            Failure(value, f"no delivery report ({self.fatal or 'transaction ended'})")
+            for value in self.sent if value not in reported)
+
+    def _send_transaction(self, producer: Producer, seq: int, size: int) -> tuple[int, str | None]:
+        """Send up to ``size`` values from ``seq`` in the open transaction, at the rate; the
+        next sequence number, and why the transaction must be aborted (None: it may commit)."""
+        cfg = self.config
+        interval = cfg.producers / cfg.rate if cfg.rate > 0 else 0.0
+        end = seq + size
+        while seq < end and time.monotonic() < self.clock.deadline:
+            if self.fatal is not None:
+                return seq, f"fatal: {self.fatal}"
+            if interval:
+                wait = self.clock.began + seq * interval - time.monotonic()
+                if wait > 0:
+                    producer.poll(min(wait, 0.1))
+                    continue
+            value = encode_value(cfg.run_id, self.number, seq, cfg.value_size)
+            self.sent_at.append(time.monotonic())
+            try:
+                producer.produce(cfg.topic, value, on_delivery=self._on_delivery)
+            except BufferError:
+                self.sent_at.pop()
+                producer.poll(0.05)
+                continue
+            except KafkaException as exc:
+                self.sent_at.pop()
+                return seq, f"produce: {exc}"
+            self.sent.append((self.number, seq))
+            seq += 1
+            producer.poll(0)
+        return seq, None
+
+    def _end(self, producer: Producer, *, commit: bool, why: str | None) -> tuple[str, str]:
+        """Commit (or abort) the open transaction: its outcome as confirmed, and why.
+
+        A retriable error (a timeout) retries the same call until ``flush_timeout_s``; a
+        commit refused with an abortable error is aborted; anything else is in doubt."""
+        cfg = self.config
+        deadline = time.monotonic() + cfg.flush_timeout_s
+        detail = why or ""
+        while True:
+            left = max(1.0, deadline - time.monotonic())
+            try:
+                if commit:
+                    producer.commit_transaction(left)
+                    return COMMITTED, detail
+                producer.abort_transaction(left)
+                return ABORTED, detail
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                what = f"{'commit' if commit else 'abort'}: {exc}"
+                detail = f"{detail}; {what}" if detail else what
+                if not isinstance(error, KafkaError) or error.fatal():
+                    self.fatal = self.fatal or str(exc)
+                    return IN_DOUBT, detail
+                if commit and error.txn_requires_abort():
+                    commit = False  # the commit cannot happen any more: abort instead
+                    continue
+                if not error.retriable() or time.monotonic() >= deadline:
+                    return IN_DOUBT, detail
+
+
 class _ConsumerWorker:
     """Reads every partition from the run's start offsets to at least the acknowledged end."""
 
@@ -309,7 +492,9 @@ def run_workload(config: WorkloadConfig, nemesis: Nemesis | None = None) -> Hist
                       start_offsets=end_offsets(config, partitions))
     ctx = NemesisContext(config.topic, dict(config.client_config), history, config.timeout_s)
     clock = _StartClock(config.producers, config.duration_s)
-    producers = [_ProducerWorker(i, config, clock) for i in range(config.producers)]
+    kind = _TransactionalWorker if config.transactional else _ProducerWorker
+    producers = [kind(i, config, clock) for i in range(config.producers)]
+    history.transactional = config.transactional
     threads = _start_threads(producers, "verify-producer")
     clock.wait()
     with _NemesisRunner(nemesis, ctx, clock.began) as runner:
@@ -323,6 +508,12 @@ def run_workload(config: WorkloadConfig, nemesis: Nemesis | None = None) -> Hist
         history.sent.update(worker.sent)
         history.acks.extend(worker.acks)
         history.failures.extend(worker.failures)
+        if isinstance(worker, _TransactionalWorker):
+            history.transactions.extend(worker.transactions)
+            if worker.replaced:
+                runner.ctx.note(f"producer {worker.number} replaced its client "
+                                f"{len(worker.replaced)} times, each after a transaction in "
+                                f"doubt (first: {worker.replaced[0]})")
     runner.record(nemesis.before_read)
 
     targets: dict[int, int] = defaultdict(int)
