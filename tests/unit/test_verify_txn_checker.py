@@ -128,6 +128,7 @@ def test_a_clean_transactional_history_is_clean_and_counted() -> None:
     assert verdict.transactions == {COMMITTED: 4, ABORTED: 2, IN_DOUBT: 2}
     assert verdict.chosen_aborts == 1
     assert (verdict.committed_values, verdict.committed_values_read) == (13, 13)
+    assert (verdict.aborted_values, verdict.aborted_values_acked) == (5, 5)
     # The in-doubt transaction that was written (committed after all) is read: information.
     assert verdict.in_doubt_values == 4
     assert sorted(r.value for r in verdict.in_doubt_read) == [(1, 5), (1, 6)]
@@ -235,6 +236,7 @@ def test_in_doubt_reads_are_information_not_anomalies() -> None:
     assert len(verdict.in_doubt_read) == 2
     text = as_text(verdict, m.history, {}, max_examples=5)
     assert "transactions: 4 committed, 2 aborted (1 on purpose), 2 in doubt" in text
+    assert "aborted values: 5, 5 of them written (acked), read 0" in text
     assert "values in doubt: 4, read 2 (information, no anomaly)" in text
     assert "  in doubt, read: producer 1 seq 5 (its transaction 2) read at" in text
     assert text.rstrip().endswith("result: clean")

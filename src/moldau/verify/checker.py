@@ -118,6 +118,10 @@ class Verdict:
     chosen_aborts: int = 0
     committed_values: int = 0
     committed_values_read: int = 0
+    #: Values of aborted transactions, and those the broker acknowledged (in its log, so
+    #: a read_committed consumer had to skip them: what makes a clean run meaningful).
+    aborted_values: int = 0
+    aborted_values_acked: int = 0
     in_doubt_values: int = 0
 
     ANOMALY_KINDS = ("lost", "duplicated", "reordered", "inconsistent", "unexpected")
@@ -263,6 +267,9 @@ def _check_transactions(history: History, locations: dict[ValueId, set[Location]
     committed = {v for v, txn in txn_of.items() if txn.outcome == COMMITTED}
     verdict.committed_values = len(committed)
     verdict.committed_values_read = sum(1 for v in committed if v in locations)
+    aborted = {v for v, txn in txn_of.items() if txn.outcome == ABORTED}
+    verdict.aborted_values = len(aborted)
+    verdict.aborted_values_acked = len({a.value for a in history.acks if a.value in aborted})
     verdict.in_doubt_values = sum(1 for v in history.sent
                                   if v not in txn_of or txn_of[v].outcome == IN_DOUBT)
     # Acks of committed values must agree with the log; the others name offsets of records

@@ -65,6 +65,9 @@ def _transaction_figures(verdict: Verdict, max_examples: int) -> dict[str, Any]:
         "chosen_aborts": verdict.chosen_aborts,
         "committed_values": verdict.committed_values,
         "committed_values_read": verdict.committed_values_read,
+        "aborted_values": verdict.aborted_values,
+        "aborted_values_acked": verdict.aborted_values_acked,
+        "aborted_values_read": len({item.value for item in verdict.aborted_read}),
         "in_doubt_values": verdict.in_doubt_values,
         "in_doubt_read": len(verdict.in_doubt_read),
         "in_doubt_read_examples": [_example("in_doubt_read", item)
@@ -168,6 +171,8 @@ def _transaction_lines(verdict: Verdict, max_examples: int) -> list[str]:
         f"transactions: {counts.get('committed', 0)} committed, {counts.get('aborted', 0)} "
         f"aborted ({verdict.chosen_aborts} on purpose), {counts.get('in-doubt', 0)} in doubt",
         f"committed values: {verdict.committed_values}, read {verdict.committed_values_read}; "
+        f"aborted values: {verdict.aborted_values}, {verdict.aborted_values_acked} of them "
+        f"written (acked), read {len({i.value for i in verdict.aborted_read})}",
         f"values in doubt: {verdict.in_doubt_values}, read {len(verdict.in_doubt_read)} "
         f"(information, no anomaly)",
     ]

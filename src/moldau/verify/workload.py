@@ -365,6 +365,10 @@ class _TransactionalWorker(_ProducerWorker):
         cfg = self.config
         deadline = time.monotonic() + cfg.flush_timeout_s
         detail = why or ""
+        if not commit and why is None:
+            # An abort chosen on purpose: let the values reach the log first (abort would
+            # purge what is still queued), so consumers really have aborted data to skip.
+            producer.flush(cfg.flush_timeout_s)
         while True:
             left = max(1.0, deadline - time.monotonic())
             try:

@@ -1,0 +1,197 @@
+"""Transactional produce against idempotent and plain produce (issue 12), as JSON lines.
+
+    python -m bench.transactions [--quick] [--records N] [--reps N] [--no-cluster]
+
+On one broker (RF 1) and on a local 3-broker cluster with its own ZooKeeper (RF 3,
+``min.insync.replicas=2``, as ``bench.replication`` starts it), the same run measures four
+producers of 1 KiB records with acks=all, linger 5 ms, 6 partitions:
+
+- ``plain``: no idempotence (today's produce path);
+- ``idempotent``: ``enable.idempotence`` (the broker checks sequence numbers);
+- ``txn100`` / ``txn1000``: a transactional producer committing every 100 / 1,000 records
+  (``commit_transaction`` drains the producer's queue, so each commit is a pipeline stall:
+  AddPartitionsToTxn, the last acks, EndTxn, the markers on every partition).
+
+Each producer is new and warmed up before its clock starts (one record sent and flushed;
+the transactional ones init_transactions and commit a one-record transaction), so producer
+ids, coordinator look-ups and connections are not timed. The modes alternate for ``--reps``
+rounds, each on a new topic; a ``summary`` line per setup gives the medians and the ratios
+idempotent/plain and txnN/idempotent (issue target: txn1000/idempotent >= 0.8), with the load
+average, since the figures mean little on a busy machine. Every loop is bounded in count and
+in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from moldau.cluster.local_cluster import ClusterSpec, LocalCluster
+
+from .broker_proc import BenchBroker
+from .machine import load_average
+from .replication import SESSION_TIMEOUT_MS, _free_ports, _topic
+
+TIME_LIMIT_S = 120.0
+PARTITIONS = 6
+MODES = ("plain", "idempotent", "txn100", "txn1000")
+
+
+def _producer(bootstrap: str, mode: str) -> Producer:
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+        "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576, "enable.idempotence": mode != "plain",
+    }
+    if mode.startswith("txn"):
+        config["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
+    return Producer(config)
+
+
+def _warm_up(producer: Producer, topic: str, transactional: bool) -> None:
+    if transactional:
+        producer.init_transactions(60)
+        producer.begin_transaction()
+    producer.produce(topic, b"warm-up")
+    if transactional:
+        producer.commit_transaction(60)
+    else:
+        producer.flush(60)
+
+
+def produce(bootstrap: str, topic: str, mode: str, count: int, size: int) -> dict[str, Any]:
+    """``count`` records of ``size`` bytes in ``mode``; records/s from the first send to the
+    last ack (for transactions: to the last commit)."""
+    txn_records = int(mode[3:]) if mode.startswith("txn") else 0
+    producer = _producer(bootstrap, mode)
+    try:
+        _warm_up(producer, topic, bool(txn_records))
+    except KafkaException as exc:  # e.g. a broker without a transaction coordinator
+        return {"workload": "produce", "mode": mode, "records": 0, "record_bytes": size,
+                "incomplete": f"warm-up: {exc}"}
+    payload = os.urandom(size)
+    failed = 0
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+
+    error = None
+    start = time.perf_counter()
+    deadline = start + TIME_LIMIT_S
+    sent = committed = 0
+    try:
+        while sent < count and time.perf_counter() < deadline:
+            batch = min(txn_records or count, count - sent)
+            if txn_records:
+                producer.begin_transaction()
+            done = 0
+            while done < batch and time.perf_counter() < deadline:
+                try:
+                    producer.produce(topic, payload, on_delivery=on_delivery)
+                    done += 1
+                except BufferError:
+                    producer.poll(0.01)
+            sent += done
+            if txn_records:
+                producer.commit_transaction(max(1.0, deadline - time.perf_counter()))
+                committed += 1
+        producer.flush(max(1.0, deadline - time.perf_counter()))
+    except KafkaException as exc:  # a failed commit ends the sample; it is reported
+        error = str(exc)
+    elapsed = time.perf_counter() - start
+    result = {"workload": "produce", "mode": mode, "records": sent, "record_bytes": size,
+              "acks": "all", "seconds": round(elapsed, 3),
+              "records_per_s": round(sent / elapsed), "mb_per_s": round(sent * size / elapsed
+                                                                         / 1e6, 1),
+              "failed": failed}
+    if txn_records:
+        result.update(transaction_records=txn_records, transactions=committed)
+    if error is not None or sent < count:
+        result["incomplete"] = error or "time limit"
+    return result
+
+
+def measure(bootstrap: str, setup: dict[str, Any], count: int, size: int, reps: int,
+            replication_factor: int, configs: dict[str, str]) -> dict[str, Any]:
+    """``reps`` rounds of every mode, alternating, each on a new topic; the summary line."""
+    rates: dict[str, list[int]] = {mode: [] for mode in MODES}
+    for round_number in range(reps):
+        for mode in MODES:
+            topic = _topic(bootstrap, PARTITIONS, replication_factor, configs)
+            sample = {**setup, **produce(bootstrap, topic, mode, count, size),
+                      "round": round_number}
+            print(json.dumps(sample), flush=True)
+            if "incomplete" not in sample:
+                rates[mode].append(sample["records_per_s"])
+    medians = {mode: round(statistics.median(r)) if r else None for mode, r in rates.items()}
+
+    def ratio(a: str, b: str) -> float | None:
+        top, bottom = medians[a], medians[b]
+        return round(top / bottom, 2) if top and bottom else None
+
+    return {"workload": "summary", **setup, "records": count, "record_bytes": size,
+            "reps": reps, "median_records_per_s": medians,
+            "min_max_records_per_s": {m: [min(r), max(r)] if r else None
+                                      for m, r in rates.items()},
+            "idempotent_over_plain": ratio("idempotent", "plain"),
+            "txn100_over_idempotent": ratio("txn100", "idempotent"),
+            "txn1000_over_idempotent": ratio("txn1000", "idempotent"),
+            "target_txn1000_over_idempotent": 0.8,
+            "load_average": load_average()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="4x fewer records, 1 round")
+    parser.add_argument("--records", type=int, default=None,
+                        help="records per sample (default 200000, quick 50000)")
+    parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--reps", type=int, default=None, help="rounds (default 3, quick 1)")
+    parser.add_argument("--no-cluster", action="store_true",
+                        help="one broker only (no ZooKeeper needed)")
+    args = parser.parse_args()
+    count = args.records or (50_000 if args.quick else 200_000)
+    reps = args.reps or (1 if args.quick else 3)
+    alone = BenchBroker()
+    try:
+        print(json.dumps(measure(alone.bootstrap, {"brokers": 1, "replication_factor": 1},
+                                 count, args.record_bytes, reps, 1, {})), flush=True)
+    finally:
+        alone.close()
+    if args.no_cluster:
+        return
+    with tempfile.TemporaryDirectory(prefix="moldau-bench-cluster-") as tmp:
+        spec = ClusterSpec(Path(tmp), brokers=3, base_port=_free_ports(3),
+                           zookeeper_port=_free_ports(1), overrides=(
+                               f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",))
+        cluster = LocalCluster(spec)
+        env_level = os.environ.get("MOLDAU_LOG_LEVEL")
+        os.environ["MOLDAU_LOG_LEVEL"] = "WARNING"
+        try:
+            cluster.start()
+            time.sleep(2)  # registrations and the controller election
+            setup = {"brokers": 3, "replication_factor": 3, "min_insync_replicas": 2}
+            print(json.dumps(measure(spec.bootstrap, setup, count, args.record_bytes, reps, 3,
+                                     {"min.insync.replicas": "2"})), flush=True)
+        finally:
+            cluster.stop()
+            if env_level is None:
+                os.environ.pop("MOLDAU_LOG_LEVEL", None)
+            else:
+                os.environ["MOLDAU_LOG_LEVEL"] = env_level
+
+
+if __name__ == "__main__":
+    main()
