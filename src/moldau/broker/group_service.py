@@ -15,6 +15,10 @@ decisions out on the event loop:
   Empty, expired offsets) are appended the same way without anyone waiting.
 - One task sleeps until the coordinator's next deadline (sessions, rebalance timeouts,
   offset expiry) and is woken early when an event brings that deadline forward. No polling.
+- TxnOffsetCommit appends the offsets as a transactional batch of the committing producer
+  (its id and epoch, base sequence 0 as Kafka writes it), acks=all; they are pending in the
+  coordinator until H1's marker writer calls :meth:`GroupService.complete_transaction` once
+  the producer's COMMIT or ABORT marker is on the group's partition.
 - At start-up every ``__consumer_offsets`` partition is replayed into the coordinator,
   synchronously, before the broker listens; requests in the meantime are impossible, but the
   ``loading`` flag is kept so handlers answer COORDINATOR_LOAD_IN_PROGRESS should loading
@@ -56,9 +60,16 @@ from ..coordinator.manager import (
 )
 from ..coordinator.offsets import OffsetAndMetadata, TopicPartition
 from ..coordinator.records import RecordFormatError
-from ..log.errors import LogError, RecordListTooLargeError, RecordTooLargeError, StorageError
-from ..log.partition_log import AppendOrigin
-from ..log.records_reader import iter_log_records
+from ..log.batch import BATCH_HEADER_SIZE
+from ..log.errors import (
+    InvalidProducerEpochError,
+    LogError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from ..log.partition_log import AppendOrigin, PartitionLog
+from ..log.records_reader import iter_batch_records, iter_log_batches
 from ..log.records_writer import encode_batch
 from ..replica import ReplicaError
 from .errors import ApiError
@@ -76,6 +87,40 @@ Answer = JoinResponse | SyncResponse
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+#: Control record key type of a COMMIT marker (0 is ABORT).
+_COMMIT_MARKER = 1
+#: Kafka writes every transactional offset commit batch with base sequence 0.
+_TXN_OFFSET_COMMIT_SEQUENCE = 0
+
+
+def _read_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise RecordFormatError("truncated varint in a control record")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
+def marker_is_commit(batch: memoryview) -> bool:
+    """Whether a control batch is a COMMIT marker (else ABORT), from its one record's key
+    ``version int16, type int16``; raises RecordFormatError on anything else. (Control
+    batches are never compressed.)"""
+    _, pos = _read_uvarint(batch, BATCH_HEADER_SIZE)  # record length
+    pos += 1  # record attributes
+    _, pos = _read_uvarint(batch, pos)  # timestamp delta
+    _, pos = _read_uvarint(batch, pos)  # offset delta
+    raw, pos = _read_uvarint(batch, pos)
+    key_length = (raw >> 1) ^ -(raw & 1)
+    if key_length < 4 or pos + 4 > len(batch):
+        raise RecordFormatError("control record without a marker key")
+    return int.from_bytes(batch[pos + 2:pos + 4], "big", signed=True) == _COMMIT_MARKER
 
 
 def _coordinator_error(code: ErrorCode, timed_out: ErrorCode) -> ErrorCode | None:
@@ -182,18 +227,37 @@ class GroupService:
                 hosted = self.broker.partition(OFFSETS_TOPIC, partition)
                 if hosted is None:
                     continue
-                for record in iter_log_records(hosted.log):
-                    records += 1
-                    try:
-                        loader.apply(record.key, record.value)
-                    except (RecordFormatError, UnicodeDecodeError) as exc:
-                        log.error("%s-%d offset %d: skipping an unreadable record: %s",
-                                  OFFSETS_TOPIC, partition, record.offset, exc)
+                records += self._replay_partition(loader, partition, hosted.log)
         self._apply(self.coordinator.load(loader, now), now)
         self.loading = False
         if records:
             log.info("loaded %d groups from %d records of %s", len(self.coordinator.groups),
                      records, OFFSETS_TOPIC)
+
+    @staticmethod
+    def _replay_partition(loader: GroupLoader, partition: int, plog: PartitionLog) -> int:
+        """Feed one partition's batches to ``loader``: records with their batch's producer
+        and position, markers as the end of that producer's transaction. Returns the
+        number of records read."""
+        records = 0
+        start = plog.log_start_offset
+        for header, batch in iter_log_batches(plog):
+            try:
+                if header.is_control:
+                    if header.producer_id >= 0:
+                        loader.apply_marker(header.producer_id, marker_is_commit(batch))
+                    continue
+                for record in iter_batch_records(batch):
+                    if record.offset < start:
+                        continue
+                    records += 1
+                    loader.apply(record.key, record.value, position=header.base_offset,
+                                 producer_id=header.producer_id,
+                                 transactional=header.is_transactional)
+            except (RecordFormatError, UnicodeDecodeError, LogError) as exc:
+                log.error("%s-%d batch at offset %d: skipping an unreadable record: %s",
+                          OFFSETS_TOPIC, partition, header.base_offset, exc)
+        return records
 
     def _append(self, write: Write, now: int, *, required_acks: int = 1
                 ) -> tuple[ErrorCode | None, asyncio.Future[ErrorCode] | None]:
@@ -203,6 +267,12 @@ class GroupService:
         ``required_acks=-1``, a future that says when the ISR has the records (see
         :meth:`_replicated`).
         """
+        error, acks, _position = self._append_at(write, now, required_acks=required_acks)
+        return error, acks
+
+    def _append_at(self, write: Write, now: int, *, required_acks: int = 1
+                   ) -> tuple[ErrorCode | None, asyncio.Future[ErrorCode] | None, int]:
+        """:meth:`_append`, also returning the batch's base offset (-1 when not written)."""
         broker = self.broker
         try:
             topic = self.offsets_topic(create=True)
@@ -210,38 +280,48 @@ class GroupService:
             partition = partition_for(write.group_id, topic.partitions)
             hosted = broker.partition(OFFSETS_TOPIC, partition)
             if hosted is None:
-                return ErrorCode.coordinator_not_available, None
-            batch = encode_batch(write.records, now)
+                return ErrorCode.coordinator_not_available, None, -1
+            if write.producer is None:
+                batch = encode_batch(write.records, now)
+            else:
+                batch = encode_batch(write.records, now, producer_id=write.producer[0],
+                                     producer_epoch=write.producer[1],
+                                     base_sequence=_TXN_OFFSET_COMMIT_SEQUENCE,
+                                     transactional=True)
             result = hosted.append_as_leader(batch, AppendOrigin.COORDINATOR, required_acks, now)
             if required_acks == -1:
-                return None, hosted.wait_for_acks(result.last_offset + 1)
+                return None, hosted.wait_for_acks(result.last_offset + 1), result.base_offset
+            return None, None, result.base_offset
         except ReplicaError as exc:
             # Kafka's coordinators: NOT_COORDINATOR when this broker lost the partition's
             # leadership (clients look the coordinator up again), else COORDINATOR_NOT_AVAILABLE.
             log.info("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
             if exc.code is ErrorCode.not_leader_or_follower:
-                return ErrorCode.not_coordinator, None
-            return ErrorCode.coordinator_not_available, None
+                return ErrorCode.not_coordinator, None, -1
+            return ErrorCode.coordinator_not_available, None, -1
         except (RecordTooLargeError, RecordListTooLargeError) as exc:
             log.error("group %s: cannot store %d records: %s", write.group_id,
                       len(write.records), exc)
-            return ErrorCode.unknown_server_error, None
+            return ErrorCode.unknown_server_error, None, -1
         except StorageError:
             # Logged once per event by the failure channel. Kafka's coordinators answer a
             # storage error with NOT_COORDINATOR, which clients retry after a lookup.
-            return ErrorCode.not_coordinator, None
+            return ErrorCode.not_coordinator, None, -1
         except ApiError as exc:
             if exc.code is ErrorCode.kafka_storage_error:  # creating the topic failed
-                return ErrorCode.coordinator_not_available, None
+                return ErrorCode.coordinator_not_available, None, -1
             log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
-            return ErrorCode.coordinator_not_available, None
+            return ErrorCode.coordinator_not_available, None, -1
+        except InvalidProducerEpochError as exc:
+            # A transactional commit of a fenced producer (an older epoch than the log's).
+            log.info("group %s: %s", write.group_id, exc)
+            return ErrorCode.invalid_producer_epoch, None, -1
         except LogError as exc:
             log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
-            return ErrorCode.coordinator_not_available, None
+            return ErrorCode.coordinator_not_available, None, -1
         except OSError as exc:  # not through the log: should not happen, but never crash
             log.error("group %s: cannot write %s: %s", write.group_id, OFFSETS_TOPIC, exc)
-            return ErrorCode.not_coordinator, None
-        return None, None
+            return ErrorCode.not_coordinator, None, -1
 
     async def _replicated(self, acks: asyncio.Future[ErrorCode], *,
                           timed_out: ErrorCode = ErrorCode.coordinator_not_available
@@ -486,13 +566,70 @@ class GroupService:
             retention_ms=retention_ms, unknown_group_error=unknown_group_error)
         error: ErrorCode | None = None
         if plan.write is not None:
-            error, replicated = self._append(plan.write, now, required_acks=-1)
+            error, replicated, plan.position = self._append_at(plan.write, now,
+                                                               required_acks=-1)
             if replicated is not None:
                 error = await self._replicated(replicated)
                 now = now_ms()
         errors = self.coordinator.complete_commit(plan, error, now)
         self._apply(Effects(), now)
         return {**unknown, **errors}
+
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Sequence[CommittedOffset],
+        now: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: the offsets go to ``__consumer_offsets`` as a transactional batch
+        of the producer (acks=all) and are pending from the moment it is appended (so a
+        marker written meanwhile finds them) until :meth:`complete_transaction`."""
+        unknown = {(o.topic, o.partition): ErrorCode.unknown_topic_or_partition
+                   for o in offsets if not self._partition_exists(o.topic, o.partition)}
+        valid = [o for o in offsets if (o.topic, o.partition) not in unknown]
+        consumer = self.consumer_groups.get(group_id)
+        if consumer is not None and (consumer.members or generation_id >= 0):
+            code = consumer.validate_offset_commit(member_id, generation_id)
+            if code is not ErrorCode.none:
+                return {**unknown, **{(o.topic, o.partition): code for o in valid}}
+            member_id, group_instance_id, generation_id = "", None, -1
+        plan = self.coordinator.prepare_txn_commit(
+            group_id, member_id, group_instance_id, generation_id, producer_id, producer_epoch,
+            valid, now)
+        error: ErrorCode | None = None
+        if plan.write is not None:
+            error, replicated, position = self._append_at(plan.write, now, required_acks=-1)
+            if error is None:
+                self.coordinator.txn_commit_appended(plan, position)
+            if replicated is not None:
+                error = await self._replicated(replicated)
+                now = now_ms()
+        errors = self.coordinator.complete_commit(plan, error, now)
+        self._apply(Effects(), now)
+        return {**unknown, **errors}
+
+    def complete_transaction(self, offsets_partition: int, producer_id: int,
+                             commit: bool) -> None:
+        """The producer's COMMIT or ABORT marker is on ``offsets_partition`` of
+        ``__consumer_offsets`` (called by the marker writer once the ISR has it):
+        materialise or drop that producer's pending offsets of the groups there."""
+        topic = self.offsets_topic(create=False)
+        if topic is None:
+            return
+        count = topic.partitions
+        now = now_ms()
+        self._apply(self.coordinator.complete_transaction(
+            producer_id, commit, lambda g: partition_for(g, count) == offsets_partition, now),
+            now)
+
+    def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of the group with pending transactional offsets."""
+        return self.coordinator.unstable_partitions(group_id)
 
     def validate_consumer_fetch(
         self, group_id: str, member_id: str | None, member_epoch: int

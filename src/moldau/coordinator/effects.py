@@ -93,6 +93,8 @@ class Write:
     group_id: str
     records: tuple[Record, ...]
     completion: Completion | None = None
+    #: (producer id, producer epoch) for a transactional batch (TxnOffsetCommit), else None.
+    producer: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)

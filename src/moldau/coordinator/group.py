@@ -737,6 +737,21 @@ class Group:
             return ErrorCode.rebalance_in_progress
         return None
 
+    def validate_txn_offset_commit(self, member_id: str, group_instance_id: str | None,
+                                   generation_id: int) -> ErrorCode | None:
+        """Kafka's rules for TxnOffsetCommit (KIP-447): each identity field is checked only
+        when set (member id non-empty, generation >= 0), and there is no rebalance check,
+        since the transaction fences zombies through the producer epoch."""
+        if self.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if self.is_fenced(group_instance_id, member_id):
+            return ErrorCode.fenced_instance_id
+        if member_id and member_id not in self.members:
+            return ErrorCode.unknown_member_id
+        if generation_id >= 0 and generation_id != self.generation_id:
+            return ErrorCode.illegal_generation
+        return None
+
     def expired_offsets(self, now: int, retention_ms: int) -> list[TopicPartition]:
         """Offsets past ``offsets.retention.minutes`` (see :mod:`offsets` for the rules)."""
         def commit_time(o: OffsetAndMetadata) -> int:

@@ -78,32 +78,69 @@ class CommitPlan:
     errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
     accepted: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     write: Write | None = None
+    #: The producer of a transactional commit (TxnOffsetCommit); -1 for OffsetCommit.
+    producer_id: int = -1
+    #: Log offset of the written batch, once appended (orders commits; -1: unknown).
+    position: int = -1
 
 
 class GroupLoader:
-    """Collects the latest record of every key while ``__consumer_offsets`` is replayed."""
+    """Collects the latest record of every key while ``__consumer_offsets`` is replayed.
+
+    Records of transactional batches are held per producer until that producer's marker is
+    replayed: a COMMIT applies them (unless a later plain commit of the same partition was
+    replayed already), an ABORT drops them; those without a marker stay pending.
+    """
 
     def __init__(self) -> None:
         self.metadata: dict[str, GroupMetadataValue] = {}
-        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        #: group -> partition -> (offset, log offset of its record).
+        self.offsets: dict[str, dict[TopicPartition, tuple[OffsetAndMetadata, int]]] = {}
+        #: producer id -> (group, partition) -> (offset, log offset of its record).
+        self.pending: dict[int, dict[tuple[str, TopicPartition],
+                                     tuple[OffsetAndMetadata, int]]] = {}
 
-    def apply(self, key: bytes | None, value: bytes | None) -> None:
-        """Apply one record (tombstones delete); raises RecordFormatError on bad bytes."""
+    def apply(self, key: bytes | None, value: bytes | None, *, position: int = -1,
+              producer_id: int = -1, transactional: bool = False) -> None:
+        """Apply one record (tombstones delete); raises RecordFormatError on bad bytes.
+
+        ``position`` is the base offset of the record's batch, ``producer_id`` and
+        ``transactional`` come from that batch's header."""
         if key is None:
             return
         decoded = decode_key(key)
         if isinstance(decoded, OffsetCommitKey):
-            group = self.offsets.setdefault(decoded.group, {})
             tp = (decoded.topic, decoded.partition)
+            if transactional:
+                pending = self.pending.setdefault(producer_id, {})
+                if value is None:
+                    pending.pop((decoded.group, tp), None)
+                else:
+                    pending[(decoded.group, tp)] = (
+                        OffsetAndMetadata.from_record(decode_offset_value(value)), position)
+                return
+            group = self.offsets.setdefault(decoded.group, {})
             if value is None:
                 group.pop(tp, None)
             else:
-                group[tp] = OffsetAndMetadata.from_record(decode_offset_value(value))
+                group[tp] = (OffsetAndMetadata.from_record(decode_offset_value(value)),
+                             position)
         elif isinstance(decoded, GroupMetadataKey):
             if value is None:
                 self.metadata.pop(decoded.group, None)
             else:
                 self.metadata[decoded.group] = decode_group_value(value)
+
+    def apply_marker(self, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` was replayed."""
+        pending = self.pending.pop(producer_id, {})
+        if not commit:
+            return
+        for (group_id, tp), (offset, position) in pending.items():
+            group = self.offsets.setdefault(group_id, {})
+            current = group.get(tp)
+            if current is None or current[1] < 0 or current[1] <= position:
+                group[tp] = (offset, position)
 
 
 class GroupCoordinator:
@@ -122,6 +159,8 @@ class GroupCoordinator:
         self._heap: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
         self._next_cleanup = now + config.offsets_retention_check_interval_ms
+        #: producer id -> groups that may hold its pending transactional offsets.
+        self._txn_groups: dict[int, set[str]] = {}
 
     # -- groups and deadlines ----------------------------------------------------------------
 
@@ -136,7 +175,7 @@ class GroupCoordinator:
     def _drop_if_unused(self, group: Group) -> None:
         """Forget an Empty group that holds nothing (e.g. created by a join that failed)."""
         if (group.is_empty and group.generation_id == 0 and not group.members
-                and not group.pending_members and not len(group.offsets)):
+                and not group.pending_members and not group.offsets.has_offsets):
             self._remove_group(group)
 
     def unload(self, group_ids: Iterable[str]) -> Effects:
@@ -341,12 +380,101 @@ class GroupCoordinator:
         errors = dict(plan.errors)
         group = self.groups.get(plan.group_id)
         for tp, committed in plan.accepted.items():
-            if error is None and group is not None:
-                group.offsets.put(tp[0], tp[1], committed)
+            if group is not None:
+                if plan.producer_id >= 0:
+                    if error is not None:  # already pending since the append: undo
+                        group.offsets.drop_pending(plan.producer_id, tp[0], tp[1],
+                                                   plan.position)
+                elif error is None:
+                    group.offsets.put(tp[0], tp[1], committed, plan.position)
             errors[tp] = error or ErrorCode.none
         if group is not None:
             self._drop_if_unused(group)
         return errors
+
+    # -- transactional offsets (KIP-98, KIP-447) -------------------------------------------------
+
+    def prepare_txn_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Sequence[CommittedOffset],
+        now: int,
+    ) -> CommitPlan:
+        """Check a TxnOffsetCommit and build its transactional batch. The broker appends it,
+        calls :meth:`txn_commit_appended` at once (the offsets are pending from then on, so
+        a marker that follows finds them), then :meth:`complete_commit` when the ISR has it.
+
+        As in Kafka, an unknown group is created (Empty) whatever the generation, and the
+        member id, instance id and generation are checked only when given.
+        """
+        plan = CommitPlan(group_id, producer_id=producer_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self._create(group_id, now)
+        error = group.validate_txn_offset_commit(member_id, group_instance_id, generation_id)
+        if error is not None:
+            plan.errors = {(o.topic, o.partition): error for o in offsets}
+            self._drop_if_unused(group)
+            return plan
+        records: list[Record] = []
+        for o in offsets:
+            tp = (o.topic, o.partition)
+            if metadata_too_large(o.metadata, self.config.offset_metadata_max_bytes):
+                plan.errors[tp] = ErrorCode.offset_metadata_too_large
+                continue
+            committed = OffsetAndMetadata(o.offset, o.leader_epoch, o.metadata or "", now)
+            plan.accepted[tp] = committed
+            records.append(committed.to_record(group_id, o.topic, o.partition))
+        if records:
+            plan.write = Write(group_id, tuple(records), producer=(producer_id, producer_epoch))
+        else:
+            self._drop_if_unused(group)
+        return plan
+
+    def txn_commit_appended(self, plan: CommitPlan, position: int) -> None:
+        """The transactional batch of ``plan`` is in the log at ``position``: its offsets
+        are pending until the producer's marker."""
+        plan.position = position
+        group = self.groups.get(plan.group_id)
+        if group is None:
+            return
+        for (topic, partition), offset in plan.accepted.items():
+            group.offsets.add_pending(plan.producer_id, topic, partition, offset, position)
+        self._txn_groups.setdefault(plan.producer_id, set()).add(plan.group_id)
+
+    def complete_transaction(self, producer_id: int, commit: bool,
+                             owns: Callable[[str], bool], now: int) -> Effects:
+        """The producer's COMMIT (``commit``) or ABORT marker reached the partition holding
+        the groups for which ``owns`` is true: materialise or drop their pending offsets."""
+        out = Effects()
+        groups = self._txn_groups.get(producer_id)
+        if not groups:
+            return out
+        for group_id in sorted(g for g in groups if owns(g)):
+            groups.discard(group_id)
+            group = self.groups.get(group_id)
+            if group is None or producer_id not in group.offsets.pending_producers():
+                continue
+            done = group.offsets.complete(producer_id, commit)
+            out.notes.append(
+                f"group {group_id}: transaction of producer {producer_id} "
+                + (f"committed offsets of {len(done)} partitions" if commit
+                   else "aborted; its offsets were dropped"))
+            self._drop_if_unused(group)
+        if not groups:
+            del self._txn_groups[producer_id]
+        return out
+
+    def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions with pending transactional offsets (OffsetFetch require_stable answers
+        them UNSTABLE_OFFSET_COMMIT)."""
+        group = self.groups.get(group_id)
+        return set() if group is None else group.offsets.pending_partitions()
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
@@ -386,7 +514,7 @@ class GroupCoordinator:
                  out: Effects) -> None:
         """Tombstone removed offsets; an Empty group left without offsets dies with them."""
         records: list[Record] = [tombstone(group.group_id, t, p) for t, p in removed]
-        if group.is_empty and not len(group.offsets) and not group.pending_members:
+        if group.is_empty and not group.offsets.has_offsets and not group.pending_members:
             group.mark_dead(now, out)
             self._remove_group(group)
             if group.generation_id > 0:  # generation 0 never wrote a GroupMetadata record
@@ -398,10 +526,10 @@ class GroupCoordinator:
         """A topic was deleted: its committed offsets go from every group, as in Kafka."""
         out = Effects()
         for group in list(self.groups.values()):
-            removed = [tp for tp, _ in group.offsets if tp[0] == topic]
-            if removed:
-                for tp in removed:
-                    group.offsets.remove(*tp)
+            gone = {tp for tp, _ in group.offsets if tp[0] == topic}
+            gone.update(tp for tp in group.offsets.pending_partitions() if tp[0] == topic)
+            if gone:
+                removed = [tp for tp in sorted(gone) if group.offsets.remove(*tp)]
                 self._cleanup(group, removed, now, out)
         return out
 
@@ -412,7 +540,7 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             expired = group.expired_offsets(now, retention)
             for tp in expired:
-                group.offsets.remove(*tp)
+                group.offsets.expire(*tp)
             self._cleanup(group, expired, now, out)
         return out
 
@@ -447,6 +575,7 @@ class GroupCoordinator:
                 removed = [tp for tp, _ in group.offsets]
                 for tp in removed:
                     group.offsets.remove(*tp)
+                group.offsets.clear_pending()  # the group dies: Kafka drops them with it
                 self._cleanup(group, removed, now, out)
                 results[group_id] = ErrorCode.none
         return results, out
@@ -457,16 +586,25 @@ class GroupCoordinator:
         """Install the groups replayed from ``__consumer_offsets``."""
         out = Effects()
         limits = self.config.limits
-        for group_id in sorted(set(loader.metadata) | set(loader.offsets)):
+        pending: dict[str, list[tuple[int, TopicPartition, OffsetAndMetadata, int]]] = {}
+        for producer_id, offsets in loader.pending.items():
+            for (group_id, tp), (offset, position) in offsets.items():
+                pending.setdefault(group_id, []).append((producer_id, tp, offset, position))
+        for group_id in sorted(set(loader.metadata) | set(loader.offsets) | set(pending)):
             value = loader.metadata.get(group_id)
             if value is not None:
                 group = Group.from_record(group_id, value, limits, now,
                                           new_member_id=self._new_member_id)
             else:
                 group = Group(group_id, limits, now, new_member_id=self._new_member_id)
-            for (topic, partition), offset in sorted(loader.offsets.get(group_id, {}).items()):
-                group.offsets.put(topic, partition, offset)
-            if not group.members and not len(group.offsets) and group.generation_id == 0:
+            for (topic, partition), (offset, position) in sorted(
+                    loader.offsets.get(group_id, {}).items()):
+                group.offsets.put(topic, partition, offset, position)
+            for producer_id, (topic, partition), offset, position in pending.get(group_id, []):
+                group.offsets.add_pending(producer_id, topic, partition, offset, position)
+                self._txn_groups.setdefault(producer_id, set()).add(group_id)
+            if (not group.members and not group.offsets.has_offsets
+                    and group.generation_id == 0):
                 continue
             self.groups[group_id] = group
             group.shrink_to_max_size(now, out)

@@ -10,6 +10,15 @@ subscribes to their topic; once a group is Empty, all of its offsets go
 (a "simple" group, committing with generation -1) has each offset expire that long after its
 own commit. Commits made with an explicit retention time (OffsetCommit v2-v4) expire at the
 time they named.
+
+Transactional commits (TxnOffsetCommit, KIP-98/KIP-447) are *pending* per producer id from
+their append until the producer's COMMIT or ABORT marker reaches the group's partition: then
+they become the committed offsets or are dropped. Pending offsets never expire and keep their
+group alive (Kafka's ``hasOffsets``); removing a partition's offset (OffsetDelete, a deleted
+topic, DeleteGroups) drops its pending ones too, as Kafka's ``removeOffsets`` does. Each
+committed offset remembers the log offset of its record, because a transaction's offsets only
+replace a commit that was appended before them (Kafka's ``olderThan``): a plain commit made
+while the transaction was open wins over it.
 """
 
 from __future__ import annotations
@@ -59,11 +68,19 @@ def metadata_too_large(metadata: str | None, max_bytes: int) -> bool:
     return len(metadata.encode("utf-16-le", "surrogatepass")) // 2 > max_bytes
 
 
+#: A pending transactional offset and the log offset of the batch that holds it.
+PendingOffset = tuple[OffsetAndMetadata, int]
+
+
 class GroupOffsets:
-    """The latest committed offset of each partition a group committed to."""
+    """The latest committed offset of each partition a group committed to, and the pending
+    transactional offsets of each producer."""
 
     def __init__(self) -> None:
         self._offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        #: Log offset of each committed offset's record (-1 when unknown).
+        self._positions: dict[TopicPartition, int] = {}
+        self._pending: dict[int, dict[TopicPartition, PendingOffset]] = {}
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -74,11 +91,79 @@ class GroupOffsets:
     def get(self, topic: str, partition: int) -> OffsetAndMetadata | None:
         return self._offsets.get((topic, partition))
 
-    def put(self, topic: str, partition: int, offset: OffsetAndMetadata) -> None:
-        self._offsets[(topic, partition)] = offset
+    def put(self, topic: str, partition: int, offset: OffsetAndMetadata,
+            position: int = -1) -> bool:
+        """Commit ``offset`` unless the current one's record lies later in the log (both
+        positions known): a later record is the newer commit. True if it was stored."""
+        tp = (topic, partition)
+        current = self._positions.get(tp, -1)
+        if position >= 0 and current > position and tp in self._offsets:
+            return False
+        self._offsets[tp] = offset
+        self._positions[tp] = position
+        return True
+
+    def expire(self, topic: str, partition: int) -> bool:
+        """Remove a committed offset that expired; pending ones stay (Kafka's
+        removeExpiredOffsets touches committed offsets only)."""
+        self._positions.pop((topic, partition), None)
+        return self._offsets.pop((topic, partition), None) is not None
 
     def remove(self, topic: str, partition: int) -> bool:
-        return self._offsets.pop((topic, partition), None) is not None
+        """Remove the committed offset and any pending transactional ones of a partition."""
+        tp = (topic, partition)
+        self._positions.pop(tp, None)
+        for pid in list(self._pending):
+            pending = self._pending[pid]
+            pending.pop(tp, None)
+            if not pending:
+                del self._pending[pid]
+        return self._offsets.pop(tp, None) is not None
+
+    # -- transactional offsets ---------------------------------------------------------------
+
+    @property
+    def has_offsets(self) -> bool:
+        """Committed or pending offsets: a group with either stays (Kafka's hasOffsets)."""
+        return bool(self._offsets) or bool(self._pending)
+
+    def add_pending(self, producer_id: int, topic: str, partition: int,
+                    offset: OffsetAndMetadata, position: int) -> None:
+        """A transactional commit was appended at log offset ``position``."""
+        self._pending.setdefault(producer_id, {})[(topic, partition)] = (offset, position)
+
+    def drop_pending(self, producer_id: int, topic: str, partition: int, position: int) -> None:
+        """Forget one pending offset if it is still the one appended at ``position`` (its
+        write failed)."""
+        pending = self._pending.get(producer_id)
+        if pending is not None and pending.get((topic, partition), (None, -2))[1] == position:
+            del pending[(topic, partition)]
+            if not pending:
+                del self._pending[producer_id]
+
+    def complete(self, producer_id: int, commit: bool) -> list[TopicPartition]:
+        """The producer's marker arrived: commit its pending offsets (each unless a later
+        plain commit replaced it) or drop them. Returns the partitions committed."""
+        pending = self._pending.pop(producer_id, {})
+        if not commit:
+            return []
+        return sorted(tp for tp, (offset, position) in pending.items()
+                      if self.put(tp[0], tp[1], offset, position))
+
+    def has_pending(self, topic: str, partition: int) -> bool:
+        return any((topic, partition) in p for p in self._pending.values())
+
+    def pending_partitions(self) -> set[TopicPartition]:
+        return {tp for p in self._pending.values() for tp in p}
+
+    def pending_producers(self) -> set[int]:
+        return set(self._pending)
+
+    def pending(self, producer_id: int) -> dict[TopicPartition, PendingOffset]:
+        return dict(self._pending.get(producer_id, {}))
+
+    def clear_pending(self) -> None:
+        self._pending.clear()
 
     def topics(self) -> set[str]:
         return {topic for topic, _ in self._offsets}

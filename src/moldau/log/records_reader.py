@@ -17,7 +17,14 @@ from dataclasses import dataclass
 
 import crc32c
 
-from .batch import ATTRIBUTES_POS, BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, read_header
+from .batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    BatchHeader,
+    read_header,
+)
 from .errors import CorruptRecordError
 from .partition_log import PartitionLog
 from .records import decompress_records
@@ -97,6 +104,19 @@ def iter_log_records(plog: PartitionLog, start: int | None = None) -> Iterator[L
     torn tails at start-up, so this means damage in the middle, and what follows cannot be
     trusted to apply on top of a gap either.
     """
+    first = plog.log_start_offset if start is None else start
+    for _header, batch in iter_log_batches(plog, start):
+        for record in iter_batch_records(batch):
+            if record.offset >= first:
+                yield record
+
+
+def iter_log_batches(plog: PartitionLog, start: int | None = None
+                     ) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Every whole batch of ``plog`` (control batches too) with its header, from the one
+    holding ``start`` (default: the log start); a CRC failure ends the walk as in
+    :func:`iter_log_records`. Replays that must know a batch's producer (transactional
+    offset commits and their markers) read these."""
     offset = plog.log_start_offset if start is None else start
     while True:
         chunk = plog.read(offset, READ_CHUNK_BYTES)
@@ -114,9 +134,7 @@ def iter_log_records(plog: PartitionLog, start: int | None = None) -> Iterator[L
                 log.error("%s-%d: batch at offset %d fails its CRC; stopping the replay there",
                           plog.topic, plog.partition, header.base_offset)
                 return
-            for record in iter_batch_records(batch):
-                if record.offset >= offset:
-                    yield record
+            yield header, batch
             offset = max(offset, header.next_offset)
             pos = end
         if pos == 0:

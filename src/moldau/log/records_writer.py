@@ -52,11 +52,19 @@ def encode_record(key: bytes | None, value: bytes | None, offset_delta: int,
     return zigzag_varint(len(body)) + body
 
 
-def encode_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int) -> bytes:
+#: Attributes bit 4: the batch belongs to a transaction.
+_TRANSACTIONAL = 0x10
+
+
+def encode_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int, *,
+                 producer_id: int = _NO_PRODUCER_ID, producer_epoch: int = _NO_PRODUCER_EPOCH,
+                 base_sequence: int = _NO_SEQUENCE, transactional: bool = False) -> bytes:
     """One uncompressed v2 batch of (key, value) records, all stamped ``timestamp_ms``.
 
     A None value is a tombstone. Base offset 0 and leader epoch -1 are placeholders that
-    :meth:`PartitionLog.append` overwrites.
+    :meth:`PartitionLog.append` overwrites. The producer fields and the transactional flag
+    are for the coordinator's transactional offset commits (TxnOffsetCommit), which Kafka
+    writes as a batch of the committing producer.
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
@@ -69,13 +77,13 @@ def encode_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp
         _NO_PARTITION_LEADER_EPOCH,
         MAGIC_V2,
         0,                                   # crc, filled below
-        0,                                   # attributes: no compression, CreateTime
+        _TRANSACTIONAL if transactional else 0,  # no compression, CreateTime
         len(records) - 1,                    # lastOffsetDelta
         timestamp_ms,                        # baseTimestamp
         timestamp_ms,                        # maxTimestamp
-        _NO_PRODUCER_ID,
-        _NO_PRODUCER_EPOCH,
-        _NO_SEQUENCE,
+        producer_id,
+        producer_epoch,
+        base_sequence,
         len(records),
     )
     struct.pack_into(">I", batch, CRC_POS, crc32c.crc32c(batch[ATTRIBUTES_POS:]))

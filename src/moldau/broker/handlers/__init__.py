@@ -33,6 +33,7 @@ def register_all(broker: Broker) -> None:
         reassignments,
         records,
         telemetry,
+        txn_offsets,
     )
 
     broker.register(apis.API_VERSIONS, api_versions.handle)
@@ -66,6 +67,7 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.OFFSET_COMMIT, offsets.handle_offset_commit)
     broker.register(apis.OFFSET_FETCH, offsets.handle_offset_fetch)
     broker.register(apis.OFFSET_DELETE, offsets.handle_offset_delete)
+    broker.register(apis.TXN_OFFSET_COMMIT, txn_offsets.handle_txn_offset_commit)
     broker.register(apis.CONSUMER_GROUP_HEARTBEAT,
                     consumer_groups.handle_consumer_group_heartbeat)
     broker.register(apis.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe)

@@ -95,8 +95,10 @@ def _fetched_topics(
     ctx: RequestContext,
     offsets: Iterable[tuple[TopicPartition, OffsetAndMetadata | None]],
     partition_error: ErrorCode,
+    unstable: frozenset[TopicPartition] | set[TopicPartition] = frozenset(),
 ) -> tuple[Any, ...]:
-    """Response topics, in first-seen order; -1 and "" where nothing is committed."""
+    """Response topics, in first-seen order; -1 and "" where nothing is committed, and
+    UNSTABLE_OFFSET_COMMIT with -1 for the ``unstable`` partitions."""
     m = ctx.resp
     by_id = ctx.version >= _TOPIC_IDS_FROM
     ids: dict[str, uuid.UUID] = {}
@@ -114,6 +116,12 @@ def _fetched_topics(
     for (topic, partition), committed in offsets:
         if by_id and topic not in ids:
             continue  # v10 names topics by id: one deleted meanwhile cannot be named
+        if (topic, partition) in unstable:
+            by_topic.setdefault(topic, []).append(build(
+                partition_cls, partition_index=partition, committed_offset=-1,
+                committed_leader_epoch=-1, metadata="",
+                error_code=ErrorCode.unstable_offset_commit))
+            continue
         by_topic.setdefault(topic, []).append(build(
             partition_cls,
             partition_index=partition,
@@ -127,10 +135,13 @@ def _fetched_topics(
 
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
-                 member: tuple[str | None, int] = (None, -1)) -> tuple[ErrorCode, tuple[Any, ...]]:
+                 member: tuple[str | None, int] = (None, -1),
+                 require_stable: bool = False) -> tuple[ErrorCode, tuple[Any, ...]]:
     """(group error, response topics) for one group; ``topics`` None means all.
 
-    ``member`` is the KIP-848 member id and epoch OffsetFetch v9 may carry.
+    ``member`` is the KIP-848 member id and epoch OffsetFetch v9 may carry. With
+    ``require_stable`` (v7+, KIP-447) a partition with pending transactional offsets is
+    UNSTABLE_OFFSET_COMMIT (the client retries); without it, the last committed offset.
     """
     requested: list[TopicPartition] | None = None
     unknown_ids: list[Any] = []
@@ -148,7 +159,8 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
     if code is not ErrorCode.none:
         return code, ()
     offsets = ctx.broker.groups.fetch_offsets(group_id, requested)
-    return ErrorCode.none, (_fetched_topics(ctx, offsets, ErrorCode.none)
+    unstable = ctx.broker.groups.unstable_partitions(group_id) if require_stable else set()
+    return ErrorCode.none, (_fetched_topics(ctx, offsets, ErrorCode.none, unstable)
                             + _unknown_id_topics(ctx, unknown_ids))
 
 
@@ -163,15 +175,18 @@ def _unknown_id_topics(ctx: RequestContext, topics: list[Any]) -> tuple[Any, ...
 
 async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
+    require_stable = bool(getattr(request, "require_stable", False))
     if ctx.version >= 8:
         groups = []
         for group in request.groups:
             member = (getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
-            code, topics = _fetch_group(ctx, group.group_id, group.topics, member)
+            code, topics = _fetch_group(ctx, group.group_id, group.topics, member,
+                                        require_stable)
             groups.append(build(m.OffsetFetchResponseGroup, group_id=group.group_id,
                                 topics=topics, error_code=code))
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
-    code, topics = _fetch_group(ctx, request.group_id, request.topics)
+    code, topics = _fetch_group(ctx, request.group_id, request.topics,
+                                require_stable=require_stable)
     return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics,
                  error_code=code)
 
