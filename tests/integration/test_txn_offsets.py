@@ -1,0 +1,137 @@
+"""Transactional offset commits on a real broker, over raw requests (KIP-98, KIP-447).
+
+TxnOffsetCommit is what a transactional producer's ``send_offsets_to_transaction`` sends.
+Its offsets must stay invisible to OffsetFetch until the producer's COMMIT marker reaches the
+group's ``__consumer_offsets`` partition: a client that asks for stable offsets (v7+) is told
+UNSTABLE_OFFSET_COMMIT meanwhile, any other sees the last committed value; a restart keeps
+them pending. The error answers follow Kafka's for bad input.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.schema.init_producer_id.v0.request import InitProducerIdRequest
+from kio.schema.offset_commit.v8 import request as commit_v8
+from kio.schema.offset_fetch.v7 import request as fetch_v7
+from kio.schema.offset_fetch.v8 import request as fetch_v8
+from kio.schema.txn_offset_commit.v3 import request as txn_v3
+from kio.schema.txn_offset_commit.v5 import request as txn_v5
+
+from tests.helpers import BrokerProcess
+
+from .clients import create_topic, unique
+from .wire import WireClient
+
+
+def _producer_id(client: WireClient) -> int:
+    return int(client.request(InitProducerIdRequest(
+        transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60),
+    )).producer_id)
+
+
+def _commit(client: WireClient, group: str, topic: str, offsets: dict[int, int]) -> None:
+    response = client.request(commit_v8.OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="",
+        group_instance_id=None, topics=(commit_v8.OffsetCommitRequestTopic(
+            name=topic, partitions=tuple(commit_v8.OffsetCommitRequestPartition(
+                partition_index=p, committed_offset=o, committed_metadata="")
+                for p, o in offsets.items())),)))
+    assert all(p.error_code is ErrorCode.none
+               for t in response.topics for p in t.partitions), response
+
+
+def txn_commit(client: WireClient, group: str, pid: int, offsets: dict[tuple[str, int], int],
+               *, mod: Any = txn_v5, generation: int = -1, member: str = "",
+               metadata: str = "") -> dict[tuple[str, int], ErrorCode]:
+    """TxnOffsetCommit; each partition's error."""
+    topics: dict[str, list[Any]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append(mod.TxnOffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=offset, committed_metadata=metadata))
+    response = client.request(mod.TxnOffsetCommitRequest(
+        transactional_id="txn-offsets-test", group_id=group, producer_id=pid,
+        producer_epoch=0, generation_id=generation, member_id=member,
+        group_instance_id=None, topics=tuple(
+            mod.TxnOffsetCommitRequestTopic(name=name, partitions=tuple(parts))
+            for name, parts in topics.items())))
+    return {(t.name, p.partition_index): p.error_code
+            for t in response.topics for p in t.partitions}
+
+
+def fetch(client: WireClient, group: str, topic: str, partitions: tuple[int, ...], *,
+          stable: bool, v8: bool = False) -> dict[int, tuple[int, ErrorCode]]:
+    """OffsetFetch (v7, or v8 with its group array): partition -> (offset, error)."""
+    if v8:
+        response = client.request(fetch_v8.OffsetFetchRequest(
+            groups=(fetch_v8.OffsetFetchRequestGroup(group_id=group, topics=(
+                fetch_v8.OffsetFetchRequestTopics(name=topic, partition_indexes=partitions),
+            )),), require_stable=stable))
+        assert response.groups[0].error_code is ErrorCode.none
+        topics = response.groups[0].topics
+    else:
+        response = client.request(fetch_v7.OffsetFetchRequest(
+            group_id=group, topics=(fetch_v7.OffsetFetchRequestTopic(
+                name=topic, partition_indexes=partitions),), require_stable=stable))
+        assert response.error_code is ErrorCode.none
+        topics = response.topics
+    return {p.partition_index: (int(p.committed_offset), p.error_code)
+            for t in topics for p in t.partitions}
+
+
+def test_pending_offsets_are_unstable_until_the_marker(broker: BrokerProcess) -> None:
+    topic, group = unique("txo-in"), unique("txo-group")
+    create_topic(broker.bootstrap, topic, 2)
+    with WireClient.to(broker.bootstrap) as client:
+        pid = _producer_id(client)
+        _commit(client, group, topic, {0: 5})
+        assert txn_commit(client, group, pid, {(topic, 0): 10, (topic, 1): 3}) == {
+            (topic, 0): ErrorCode.none, (topic, 1): ErrorCode.none}
+        unstable = ErrorCode.unstable_offset_commit
+        assert fetch(client, group, topic, (0, 1), stable=True) == {
+            0: (-1, unstable), 1: (-1, unstable)}
+        assert fetch(client, group, topic, (0, 1), stable=True, v8=True) == {
+            0: (-1, unstable), 1: (-1, unstable)}
+        # Without require_stable: the last committed value.
+        assert fetch(client, group, topic, (0, 1), stable=False) == {
+            0: (5, ErrorCode.none), 1: (-1, ErrorCode.none)}
+
+
+def test_bad_commits_get_kafkas_errors(broker: BrokerProcess) -> None:
+    topic, group = unique("txo-bad"), unique("txo-group")
+    create_topic(broker.bootstrap, topic, 1)
+    with WireClient.to(broker.bootstrap) as client:
+        pid = _producer_id(client)
+        assert txn_commit(client, group, pid, {(topic, 0): 1, (topic, 7): 1,
+                                               ("no-such-topic", 0): 1}) == {
+            (topic, 0): ErrorCode.none,
+            (topic, 7): ErrorCode.unknown_topic_or_partition,
+            ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}
+        assert txn_commit(client, "", pid, {(topic, 0): 1}) == {
+            (topic, 0): ErrorCode.invalid_group_id}
+        assert txn_commit(client, group, pid, {(topic, 0): 1}, metadata="m" * 5000) == {
+            (topic, 0): ErrorCode.offset_metadata_too_large}
+        # KIP-447 (v3+): a generation or member the group does not have.
+        assert txn_commit(client, group, pid, {(topic, 0): 1}, mod=txn_v3,
+                          generation=7) == {(topic, 0): ErrorCode.illegal_generation}
+        assert txn_commit(client, group, pid, {(topic, 0): 1}, mod=txn_v3,
+                          member="ghost") == {(topic, 0): ErrorCode.unknown_member_id}
+        # The broker still serves the good ones.
+        assert txn_commit(client, group, pid, {(topic, 0): 2}) == {(topic, 0): ErrorCode.none}
+
+
+def test_restart_keeps_offsets_pending(make_broker: Any) -> None:
+    broker = make_broker()
+    topic, group = unique("txo-restart"), unique("txo-group")
+    create_topic(broker.bootstrap, topic, 1)
+    with WireClient.to(broker.bootstrap) as client:
+        pid = _producer_id(client)
+        _commit(client, group, topic, {0: 5})
+        assert txn_commit(client, group, pid, {(topic, 0): 10}) == {(topic, 0): ErrorCode.none}
+    broker.restart()
+    with WireClient.to(broker.bootstrap) as client:
+        assert fetch(client, group, topic, (0,), stable=True) == {
+            0: (-1, ErrorCode.unstable_offset_commit)}
+        assert fetch(client, group, topic, (0,), stable=False) == {0: (5, ErrorCode.none)}
