@@ -63,6 +63,7 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
     apis.LIST_OFFSETS: {"topics": _m("topics", partitions=_PARTITIONS)},
     apis.METADATA: {"topics": _m("topics")},
     apis.OFFSET_COMMIT: {"topics": _m("topics", partitions=_PARTITIONS)},
+    apis.TXN_OFFSET_COMMIT: {"topics": _m("topics", partitions=_PARTITIONS)},
     apis.OFFSET_FETCH: {
         "topics": _m("topics", partitions=_m("partition_indexes", "partition_index")),
         "groups": _m("groups"),
