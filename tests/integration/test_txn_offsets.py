@@ -45,7 +45,7 @@ def _commit(client: WireClient, group: str, topic: str, offsets: dict[int, int])
 
 def txn_commit(client: WireClient, group: str, pid: int, offsets: dict[tuple[str, int], int],
                *, mod: Any = txn_v5, generation: int = -1, member: str = "",
-               metadata: str = "") -> dict[tuple[str, int], ErrorCode]:
+               metadata: str = "", epoch: int = 0) -> dict[tuple[str, int], ErrorCode]:
     """TxnOffsetCommit; each partition's error."""
     topics: dict[str, list[Any]] = {}
     for (topic, partition), offset in offsets.items():
@@ -53,7 +53,7 @@ def txn_commit(client: WireClient, group: str, pid: int, offsets: dict[tuple[str
             partition_index=partition, committed_offset=offset, committed_metadata=metadata))
     response = client.request(mod.TxnOffsetCommitRequest(
         transactional_id="txn-offsets-test", group_id=group, producer_id=pid,
-        producer_epoch=0, generation_id=generation, member_id=member,
+        producer_epoch=epoch, generation_id=generation, member_id=member,
         group_instance_id=None, topics=tuple(
             mod.TxnOffsetCommitRequestTopic(name=name, partitions=tuple(parts))
             for name, parts in topics.items())))
@@ -120,6 +120,11 @@ def test_bad_commits_get_kafkas_errors(broker: BrokerProcess) -> None:
                           member="ghost") == {(topic, 0): ErrorCode.unknown_member_id}
         # The broker still serves the good ones.
         assert txn_commit(client, group, pid, {(topic, 0): 2}) == {(topic, 0): ErrorCode.none}
+        # Once the offsets partition has seen epoch 1 of the producer, epoch 0 is fenced.
+        assert txn_commit(client, group, pid, {(topic, 0): 3}, epoch=1) == {
+            (topic, 0): ErrorCode.none}
+        assert txn_commit(client, group, pid, {(topic, 0): 4}, epoch=0) == {
+            (topic, 0): ErrorCode.invalid_producer_epoch}
 
 
 def test_restart_keeps_offsets_pending(make_broker: Any) -> None:

@@ -69,6 +69,7 @@ from ..log.errors import (
     StorageError,
 )
 from ..log.partition_log import AppendOrigin, PartitionLog
+from ..log.producer_state import ProducerState
 from ..log.records_reader import iter_batch_records, iter_log_batches
 from ..log.records_writer import encode_batch
 from ..replica import ReplicaError
@@ -121,6 +122,14 @@ def marker_is_commit(batch: memoryview) -> bool:
     if key_length < 4 or pos + 4 > len(batch):
         raise RecordFormatError("control record without a marker key")
     return int.from_bytes(batch[pos + 2:pos + 4], "big", signed=True) == _COMMIT_MARKER
+
+
+def _fenced(producers: ProducerState, producer_id: int, producer_epoch: int) -> bool:
+    """Whether the offsets partition knows a newer epoch of the producer (a marker of its
+    fencing, or a newer transaction's offsets): Kafka's producer-state check refuses such a
+    TxnOffsetCommit with INVALID_PRODUCER_EPOCH."""
+    entry = producers.producers.get(producer_id)
+    return entry is not None and entry.epoch > producer_epoch
 
 
 def _coordinator_error(code: ErrorCode, timed_out: ErrorCode) -> ErrorCode | None:
@@ -283,6 +292,10 @@ class GroupService:
                 return ErrorCode.coordinator_not_available, None, -1
             if write.producer is None:
                 batch = encode_batch(write.records, now)
+            elif _fenced(hosted.log.producers, *write.producer):
+                log.info("group %s: refused the offsets of producer %d: epoch %d is fenced",
+                         write.group_id, *write.producer)
+                return ErrorCode.invalid_producer_epoch, None, -1
             else:
                 batch = encode_batch(write.records, now, producer_id=write.producer[0],
                                      producer_epoch=write.producer[1],
@@ -302,7 +315,7 @@ class GroupService:
         except (RecordTooLargeError, RecordListTooLargeError) as exc:
             log.error("group %s: cannot store %d records: %s", write.group_id,
                       len(write.records), exc)
-            return ErrorCode.unknown_server_error, None, -1
+            return ErrorCode.invalid_commit_offset_size, None, -1  # Kafka's mapping
         except StorageError:
             # Logged once per event by the failure channel. Kafka's coordinators answer a
             # storage error with NOT_COORDINATOR, which clients retry after a lookup.
