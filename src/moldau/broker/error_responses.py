@@ -81,6 +81,8 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
     apis.DELETE_GROUPS: {"results": _m("groups_names", "group_id")},
     apis.CONSUMER_GROUP_DESCRIBE: {"groups": _m("group_ids", "group_id")},
     apis.DESCRIBE_TOPIC_PARTITIONS: {"topics": _m("topics")},
+    apis.DESCRIBE_PRODUCERS: {"topics": _m(
+        "topics", partitions=_m("partition_indexes", "partition_index"))},
     apis.ELECT_LEADERS: {"replica_election_results": _m(
         "topic_partitions", partition_result=_m("partitions", "partition_id"))},
 }
