@@ -41,6 +41,14 @@ from ..errors import ApiError
 from ..response import Deferred
 from ..test_faults import ProduceResponseDropper
 from ..topic_names import INTERNAL_TOPICS
+from ..txn_verification import (
+    Candidate,
+    Refusal,
+    is_transactional,
+    needs_check,
+    transactional_producer,
+    verify,
+)
 from .api_versions import NO_THROTTLE
 from .pacing import Pacer
 
@@ -200,6 +208,26 @@ def _topic_name(broker: Broker, topic_data: Any) -> tuple[str, ErrorCode | None,
     return found.name, None, None
 
 
+async def _verify_transactional(ctx: RequestContext, request: Any
+                                ) -> dict[tuple[str, int], Refusal]:
+    """KIP-890: the partitions whose transactional batch the transaction coordinator does
+    not vouch for (see broker/txn_verification.py); only a transaction's first batch on a
+    partition is checked."""
+    broker = ctx.broker
+    candidates = []
+    for topic_data in request.topic_data:
+        name, code, _ = _topic_name(broker, topic_data)
+        if code is not None:
+            continue
+        for p in topic_data.partition_data:
+            producer = transactional_producer(p.records)
+            if producer is not None and needs_check(broker, name, p.index, producer[0]):
+                candidates.append(Candidate(name, p.index, *producer))
+    if not candidates:
+        return {}
+    return await verify(broker, ctx.version, request.transactional_id, candidates)
+
+
 async def handle(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     broker = ctx.broker
@@ -207,6 +235,10 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     appended_topics: list[tuple[str, list[Any]]] = []
     pacer = Pacer()
     written: list[bool] = []
+    refused: dict[tuple[str, int], Refusal] = {}
+    anonymous = request.transactional_id is None
+    if not anonymous:
+        refused = await _verify_transactional(ctx, request)
     for topic_data in request.topic_data:
         name, code, message = _topic_name(broker, topic_data)
         if code is None and acks not in (0, 1, -1):
@@ -228,6 +260,17 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         else:
             entries = []
             for p in topic_data.partition_data:
+                if refused and (name, p.index) in refused:
+                    refusal = refused[(name, p.index)]
+                    entries.append(_partition_response(m, p.index, refusal.code,
+                                                       refusal.message))
+                    continue
+                if anonymous and is_transactional(p.records):
+                    # Kafka: transactional records need a transactional id to check them by.
+                    entries.append(_partition_response(
+                        m, p.index, ErrorCode.transactional_id_authorization_failed,
+                        "Transactional records need a transactional id"))
+                    continue
                 partition = broker.partition(name, p.index)
                 if partition is not None and partition.handover is not None:
                     # Only during a controlled shutdown: no coroutine per partition otherwise.
