@@ -11,10 +11,7 @@ from typing import Any
 
 from kafka import KafkaAdminClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.errors import ErrorCode
 
-from .clients import create_topic, unique, watermarks
-from .txn_wire import produce, txn_batch
 from .wire import WireClient
 
 
@@ -32,13 +29,3 @@ def test_api_versions_advertise_transaction_version_2(broker: Any) -> None:
     assert [(f.name, f.min_version_level, f.max_version_level)
             for f in response.finalized_features] == [("transaction.version", 2, 2)]
 
-
-def test_transactional_batch_without_transactional_id_is_refused(broker: Any) -> None:
-    """A transactional batch in a Produce without a transactional id cannot be checked with any
-    coordinator: refused as Kafka does, nothing written."""
-    topic = unique("kip890-anonymous")
-    create_topic(broker.bootstrap, topic, 1)
-    with WireClient.to(broker.bootstrap) as wire:
-        answers = produce(wire, 11, None, topic, {0: txn_batch((4242, 0), 0, b"x")})
-    assert answers[0].error_code is ErrorCode.transactional_id_authorization_failed
-    assert watermarks(broker.bootstrap, topic, 0) == (0, 0)

@@ -10,7 +10,10 @@ closes it, the last stable offset stops, and read_committed consumers hang behin
   producer has no transaction open on that partition yet (the producer state knows the first
   offset of an open one) is checked: the first batch of each transaction per partition pays
   one round trip, every further batch none, and idempotent or plain produce nothing beyond
-  ``request.transactional_id is None``.
+  ``request.transactional_id is None``. (Kafka refuses a transactional batch in a Produce
+  without a transactional id, TRANSACTIONAL_ID_AUTHORIZATION_FAILED; moldau still appends it
+  unverified, which the partition-side tests use to write transactions without a
+  coordinator.)
 - The partitions of one request are checked together, in one AddPartitionsToTxn: a direct call
   to ``broker.transactions.add_partitions`` when this broker is the coordinator, else an
   AddPartitionsToTxn v5 to the coordinator's broker over the peer connections.
@@ -43,7 +46,6 @@ from kio.schema.add_partitions_to_txn.v5.request import (
 from kio.schema.errors import ErrorCode
 
 from ..log.batch import (
-    ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     MAGIC_POS,
     TRANSACTIONAL_BIT,
@@ -98,14 +100,6 @@ def transactional_producer(records: Any) -> tuple[int, int] | None:
     if not header.attributes & TRANSACTIONAL_BIT or header.producer_id < 0:
         return None
     return header.producer_id, header.producer_epoch
-
-
-def is_transactional(records: Any) -> bool:
-    """Whether the batch at the start of ``records`` has the transactional bit (two byte
-    reads: this runs for every partition of a Produce without a transactional id)."""
-    return (records is not None and len(records) > ATTRIBUTES_POS + 1
-            and records[MAGIC_POS] == 2
-            and bool(records[ATTRIBUTES_POS + 1] & TRANSACTIONAL_BIT))
 
 
 def needs_check(broker: Broker, topic: str, index: int, producer_id: int) -> bool:

@@ -44,7 +44,6 @@ from ..topic_names import INTERNAL_TOPICS
 from ..txn_verification import (
     Candidate,
     Refusal,
-    is_transactional,
     needs_check,
     transactional_producer,
     verify,
@@ -236,8 +235,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     pacer = Pacer()
     written: list[bool] = []
     refused: dict[tuple[str, int], Refusal] = {}
-    anonymous = request.transactional_id is None
-    if not anonymous:
+    if request.transactional_id is not None:
         refused = await _verify_transactional(ctx, request)
     for topic_data in request.topic_data:
         name, code, message = _topic_name(broker, topic_data)
@@ -264,12 +262,6 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                     refusal = refused[(name, p.index)]
                     entries.append(_partition_response(m, p.index, refusal.code,
                                                        refusal.message))
-                    continue
-                if anonymous and is_transactional(p.records):
-                    # Kafka: transactional records need a transactional id to check them by.
-                    entries.append(_partition_response(
-                        m, p.index, ErrorCode.transactional_id_authorization_failed,
-                        "Transactional records need a transactional id"))
                     continue
                 partition = broker.partition(name, p.index)
                 if partition is not None and partition.handover is not None:
