@@ -85,6 +85,8 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
         "topics", partitions=_m("partition_indexes", "partition_index"))},
     apis.ELECT_LEADERS: {"replica_election_results": _m(
         "topic_partitions", partition_result=_m("partitions", "partition_id"))},
+    apis.WRITE_TXN_MARKERS: {"markers": _m("markers", topics=_m(
+        "topics", partitions=_m("partition_indexes", "partition_index")))},
 }
 
 #: Response fields copied from the matching request element, with the request's other names.
@@ -98,6 +100,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "partition_id": ("partition_id",),
     "group_id": ("group_id",),
     "key": ("key",),
+    "producer_id": ("producer_id",),
     "resource_type": ("resource_type",),
     "resource_name": ("resource_name",),
 }

@@ -94,3 +94,8 @@ class OutOfOrderSequenceError(LogError):
 class InvalidProducerEpochError(LogError):
     """An idempotent producer's batch carries an epoch older than the partition has seen
     (a fenced instance of the producer): INVALID_PRODUCER_EPOCH."""
+
+
+class TransactionCoordinatorFencedError(LogError):
+    """A transaction marker from a coordinator older than the one that last wrote a marker
+    for this producer here (Kafka's TRANSACTION_COORDINATOR_FENCED)."""

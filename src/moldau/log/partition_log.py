@@ -25,9 +25,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .batch import check_client_batches, iter_batch_headers, offset_patched_chunks, parse_batches
+from .batch import (
+    BatchHeader,
+    check_client_batches,
+    iter_batch_headers,
+    offset_patched_chunks,
+    parse_batches,
+)
 from .checkpoint import fsync_dir
 from .config import LONG_MAX, LogConfig
+from .control_batch import ControlType, encode_marker, marker_of
 from .dir_failures import LogDirFailures
 from .errors import (
     InvalidRecordError,
@@ -43,10 +50,11 @@ from .file_slice import FileSlice
 from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .metadata_files import read_partition_metadata, write_partition_metadata
 from .names import delete_dir_name, parse_partition_dir
-from .producer_state import BatchMetadata, ProducerState, rebuild
+from .producer_state import BatchMetadata, MarkerReader, ProducerState, rebuild
 from .records import null_key_indexes, out_of_range_timestamps
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from .swap import commit_cleaned_segment, finish_interrupted_swaps
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +65,34 @@ _STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _buffer_markers(records: bytes | bytearray | memoryview, headers: list[BatchHeader]
+                    ) -> MarkerReader | None:
+    """Read the markers of the control batches among ``headers`` (in ``records``) now,
+    before anything is written: an unreadable one refuses the append (CorruptRecordError).
+    None when there is no control batch (the usual case, one attribute test per batch)."""
+    found: dict[int, tuple[ControlType, int]] = {}
+    view = memoryview(records)
+    for header in headers:
+        if header.is_control and header.producer_id >= 0:
+            found[header.position] = marker_of(view[header.position:header.end])
+    if not found:
+        return None
+    return lambda header: found[header.position]
+
+
+def _file_markers(fd: int, name: str) -> MarkerReader:
+    """Read a control batch's marker from a segment file (rebuilding producer state); an
+    unreadable one counts as an ABORT with an unknown coordinator epoch, logged."""
+    def read(header: BatchHeader) -> tuple[ControlType, int]:
+        try:
+            return marker_of(os.pread(fd, header.size, header.position))
+        except LogError as exc:
+            log.warning("%s: unreadable control batch at offset %d: %s", name,
+                        header.base_offset, exc)
+            return ControlType.ABORT, -1
+    return read
 
 
 class AppendOrigin(enum.Enum):
@@ -209,7 +245,7 @@ class PartitionLog:
                 path.unlink(missing_ok=True)
             elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
                 bases.append(int(name[: -len(LOG_SUFFIX)]))
-            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+            elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
                 orphans.append(path)
         for path in orphans:
             if not path.with_suffix(LOG_SUFFIX).exists():
@@ -406,6 +442,7 @@ class PartitionLog:
                 f"{len(records)} bytes of records exceed segment.bytes ({config.segment_bytes})"
             )
         producer_batch = origin is AppendOrigin.CLIENT and headers[0].producer_id >= 0
+        markers = None if origin is AppendOrigin.CLIENT else _buffer_markers(records, headers)
         if producer_batch:
             duplicate = self.producers.check(headers[0])
             if duplicate is not None:
@@ -427,7 +464,7 @@ class PartitionLog:
         if producer_batch:
             self.producers.update(headers[0])
         elif origin is not AppendOrigin.CLIENT:
-            self.producers.update_all(headers)
+            self._index_aborted(self.producers.update_all(headers, markers))
         count = last_offset - base_offset + 1
         self._unflushed_messages += count
         if self._unflushed_messages >= config.flush_interval_messages:
@@ -439,6 +476,79 @@ class PartitionLog:
             self._log_start_offset,
             count,
         )
+
+    def append_marker(self, producer_id: int, producer_epoch: int, control: ControlType,
+                      coordinator_epoch: int, *, leader_epoch: int, now_ms: int
+                      ) -> AppendResult:
+        """Write a COMMIT or ABORT marker for a producer's transaction (the leader, on the
+        coordinator's request). Raises InvalidProducerEpochError for a producer epoch older
+        than the producer's current one, TransactionCoordinatorFencedError for an older
+        coordinator epoch; a producer with no open transaction here still gets its marker."""
+        self._check_online()
+        self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = encode_marker(producer_id, producer_epoch, control, coordinator_epoch, now_ms)
+        return self.append(batch, leader_epoch=leader_epoch, now_ms=now_ms,
+                           origin=AppendOrigin.COORDINATOR)
+
+    def _index_aborted(self, aborted: list[AbortedTxn]) -> None:
+        """Add aborted transactions to the ``.txnindex`` of the segment holding each marker
+        (skipping those already there: a rebuild after a crash meets indexed ones again)."""
+        for entry in aborted:
+            segment = self._segments[self._segment_index(entry.last_offset)]
+            index = segment.txn_index
+            if index.entries and entry.last_offset <= index.entries[-1].last_offset:
+                continue
+            try:
+                index.append(entry)
+            except OSError as exc:
+                raise self._io_failed(exc) from None
+
+    # -- transactions ---------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """Kafka's first unstable offset: the first offset of the oldest transaction that is
+        open or whose marker is not yet below the high watermark; None when there is none."""
+        return self.producers.first_unstable_offset(self._high_watermark)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset read_committed consumers read up to: min(first unstable offset, high
+        watermark)."""
+        hw = self._high_watermark
+        if not self.producers.has_transactions:
+            return hw
+        first = self.producers.first_unstable_offset(hw)
+        return hw if first is None or first > hw else first
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start, end)``, from the ``.txnindex`` of
+        the segment holding ``start`` on. As in Kafka, the search stops at the first entry
+        whose LSO at abort time reached ``end``: no later abort can overlap the range."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_index(start):]:
+            for entry in segment.txn_index.entries:
+                if entry.last_offset >= start and entry.first_offset < end:
+                    found.append(entry)
+                if entry.last_stable_offset >= end:
+                    return found
+        return found
+
+    def bytes_between(self, start: int, end: int) -> int:
+        """About how many bytes of batches lie between offsets ``start`` and ``end`` (to wake
+        read_committed fetches by what became stable); 0 if ``end <= start``."""
+        if end <= start:
+            return 0
+        segments = self._segments
+        i, j = self._segment_index(start), self._segment_index(end)
+        try:
+            a = segments[i].lookup(start)
+            b = segments[j].lookup(end)
+        except OSError:
+            return end - start  # only a wake-up hint; never fail the append for it
+        a = segments[i].size if a is None else a
+        b = segments[j].size if b is None else b
+        return max(1, sum(seg.size for seg in segments[i:j]) - a + b)
 
     def _duplicate_result(self, duplicate: BatchMetadata) -> AppendResult:
         """The answer to a producer's retry of a batch already written: its original
@@ -464,6 +574,7 @@ class PartitionLog:
             raise InvalidRecordError(
                 f"replicated batch starts at {headers[0].base_offset}, below the log end "
                 f"{self.log_end_offset} ({self.topic}-{self.partition})")
+        markers = _buffer_markers(records, headers)
         end = headers[-1].position + headers[-1].size
         view = memoryview(records)[headers[0].position:end]
         last_offset = headers[-1].base_offset + headers[-1].last_offset_delta
@@ -477,7 +588,7 @@ class PartitionLog:
         except OSError as exc:
             raise self._io_failed(exc) from None
         self._io_succeeded()
-        self.producers.update_all(headers)
+        self._index_aborted(self.producers.update_all(headers, markers))
         self._unflushed_messages += last_offset - headers[0].base_offset + 1
         if self._unflushed_messages >= self.config.flush_interval_messages:
             self.flush(now_ms)
@@ -893,8 +1004,10 @@ class PartitionLog:
             header = segment.find_batch(start)
             if header is None:
                 continue
-            rebuild(self.producers, start,
-                    iter_batch_headers(segment.fd, header.position, segment.size))
+            fd = segment.fd
+            self._index_aborted(rebuild(self.producers, start,
+                                        iter_batch_headers(fd, header.position, segment.size),
+                                        _file_markers(fd, self.name)))
 
     def take_producer_snapshot(self) -> None:
         """Write the producer state as of the log end, fsynced (clean shutdown)."""

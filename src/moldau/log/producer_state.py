@@ -21,6 +21,16 @@ int16, last sequence int32, last offset int64, offset delta int32, timestamp int
 coordinator epoch int32, current transaction first offset int64``. Like Kafka's, a snapshot
 keeps only each producer's last batch; the batches after the snapshot offset are rebuilt by
 scanning the log's headers (:func:`rebuild`).
+
+Transactions (KIP-98): a producer's first transactional batch on the partition opens its
+transaction here (its base offset is the transaction's first offset); a control batch (a
+COMMIT or ABORT marker, see log/control_batch.py) closes it. The first unstable offset is
+Kafka's: the lowest first offset of the ongoing transactions and of the completed ones whose
+marker is not yet below the high watermark; the last stable offset is the lower of it and
+the high watermark. Each closed ABORT yields an :class:`AbortedTxn` for the segment's
+``.txnindex``. The only record ever read is a marker's one control record, passed in by the
+caller. Producers with an open transaction never expire. Snapshots carry the coordinator
+epoch and the open transaction's first offset, so a restart restores ongoing transactions.
 """
 
 from __future__ import annotations
@@ -30,14 +40,20 @@ import contextlib
 import logging
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import crc32c
 
 from .batch import BatchHeader
-from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from .control_batch import ControlType
+from .errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
+from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +72,9 @@ _CRC_START = 6  # the CRC covers everything after version and itself
 #: One batch of a producer: (first sequence, last sequence, base offset, last offset,
 #: timestamp). A tuple, because the leader makes one per idempotent batch it appends.
 BatchMetadata = tuple[int, int, int, int, int]
+
+#: What a caller gives to read a control batch's marker: (type, coordinator epoch).
+MarkerReader = Callable[[BatchHeader], tuple[ControlType, int]]
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:
@@ -83,6 +102,10 @@ class ProducerEntry:
         default_factory=lambda: collections.deque(maxlen=BATCHES_PER_PRODUCER))
     #: Timestamp of its last batch (for ``producer.id.expiration.ms``).
     last_timestamp: int = -1
+    #: Epoch of the coordinator that wrote the producer's last marker here (-1: none).
+    coordinator_epoch: int = -1
+    #: First offset of the producer's open transaction on this partition (-1: none).
+    txn_first_offset: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -104,6 +127,11 @@ class ProducerState:
         self.directory = directory
         self.name = name
         self.producers: dict[int, ProducerEntry] = {}
+        #: Open transactions: producer id -> first offset (few; order does not matter).
+        self.ongoing: dict[int, int] = {}
+        #: Completed transactions whose marker may still be at or above the high watermark:
+        #: (first offset, marker offset), in marker order. Pruned as the watermark passes.
+        self.unstable_completed: collections.deque[tuple[int, int]] = collections.deque()
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -153,6 +181,9 @@ class ProducerState:
         if epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches.clear()
+        if header.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = header.base_offset
+            self.ongoing[pid] = header.base_offset
         first = header.base_sequence
         timestamp = header.max_timestamp
         base = header.base_offset
@@ -161,22 +192,105 @@ class ProducerState:
                               timestamp))
         entry.last_timestamp = timestamp
 
-    def update_all(self, headers: Iterable[BatchHeader], from_offset: int = 0) -> None:
-        """:meth:`update` for every producer data batch ending at or after ``from_offset``
-        (control batches carry no sequence)."""
+    def update_all(self, headers: Iterable[BatchHeader], markers: MarkerReader | None = None,
+                   from_offset: int = 0) -> list[AbortedTxn]:
+        """:meth:`update` for every producer data batch ending at or after ``from_offset``,
+        :meth:`complete` for every control batch (``markers`` reads its type; without it
+        control batches are skipped); the aborted transactions closed."""
+        aborted: list[AbortedTxn] = []
         for header in headers:
-            if (header.producer_id >= 0 and not header.is_control
-                    and header.base_offset + header.last_offset_delta >= from_offset):
+            if header.producer_id < 0 or header.base_offset + header.last_offset_delta < \
+                    from_offset:
+                continue
+            if not header.is_control:
                 self.update(header)
+            elif markers is not None:
+                control, coordinator_epoch = markers(header)
+                done = self.complete(header, control, coordinator_epoch)
+                if done is not None:
+                    aborted.append(done)
+        return aborted
+
+    # -- transactions --------------------------------------------------------------------
+
+    def check_marker(self, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int) -> None:
+        """The leader's check of a marker before writing it (Kafka's appendEndTxnMarker):
+        an older producer epoch is INVALID_PRODUCER_EPOCH, an older coordinator epoch
+        TRANSACTION_COORDINATOR_FENCED. A producer unknown here is fine (the marker is
+        written anyway, as Kafka does)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if entry.epoch != NO_PRODUCER_EPOCH and producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker epoch {producer_epoch} of producer {producer_id} is older than its "
+                f"current epoch {entry.epoch} in {self.name}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch} "
+                f"is older than {entry.coordinator_epoch} in {self.name}")
+
+    def complete(self, header: BatchHeader, control: ControlType,
+                 coordinator_epoch: int) -> AbortedTxn | None:
+        """Apply a marker written at ``header.base_offset``: close the producer's transaction
+        here; the aborted transaction for the index when it is an ABORT. A marker without an
+        open transaction spans only itself (as in Kafka)."""
+        pid = header.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid)
+        if header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        marker_offset = header.base_offset
+        first = entry.txn_first_offset if entry.txn_first_offset >= 0 else marker_offset
+        entry.txn_first_offset = -1
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = header.max_timestamp
+        self.ongoing.pop(pid, None)
+        self.unstable_completed.append((first, marker_offset))
+        if control is not ControlType.ABORT:
+            return None
+        others = self.ongoing.values()
+        lso = min(others) if others else marker_offset + 1
+        return AbortedTxn(pid, first, marker_offset, lso)
+
+    def ongoing_transaction(self, producer_id: int) -> int | None:
+        """First offset of the producer's open transaction on this partition, or None."""
+        return self.ongoing.get(producer_id)
+
+    @property
+    def has_transactions(self) -> bool:
+        """Whether any transaction may hold the stable offset back (a cheap check)."""
+        return bool(self.ongoing or self.unstable_completed)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """Kafka's first unstable offset, given the high watermark (completed transactions
+        whose marker is below it are forgotten here); None when nothing is unstable."""
+        done = self.unstable_completed
+        while done and done[0][1] < high_watermark:
+            done.popleft()
+        if not self.ongoing and not done:
+            return None
+        lowest = min(self.ongoing.values()) if self.ongoing else None
+        for first, _marker in done:
+            if lowest is None or first < lowest:
+                lowest = first
+        return lowest
 
     def clear(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.unstable_completed.clear()
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers whose last batch is older than ``producer.id.expiration.ms``
-        (Kafka compares with the batch's timestamp); the number forgotten."""
+        (Kafka compares with the batch's timestamp), except those with an open transaction;
+        the number forgotten."""
         expired = [pid for pid, entry in self.producers.items()
-                   if now_ms - entry.last_timestamp >= expiration_ms]
+                   if now_ms - entry.last_timestamp >= expiration_ms
+                   and entry.txn_first_offset < 0]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
@@ -194,7 +308,8 @@ class ProducerState:
             else:
                 last, base, last_offset, timestamp = -1, -1, -1, entry.last_timestamp
             _SNAPSHOT_ENTRY.pack_into(body, pos, pid, entry.epoch, last, last_offset,
-                                      last_offset - base, timestamp, -1, -1)
+                                      last_offset - base, timestamp, entry.coordinator_epoch,
+                                      entry.txn_first_offset)
             pos += _SNAPSHOT_ENTRY.size
         struct.pack_into(">I", body, 2, crc32c.crc32c(memoryview(body)[_CRC_START:]))
         return bytes(body)
@@ -226,10 +341,14 @@ class ProducerState:
             raise ValueError("CRC mismatch")
         if count < 0 or len(data) != _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size:
             raise ValueError(f"{len(data)} bytes do not hold {count} entries")
-        self.producers.clear()
+        self.clear()
         for values in _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[_SNAPSHOT_HEADER.size:]):
-            pid, epoch, last, last_offset, delta, timestamp, _coord_epoch, _txn_first = values
-            entry = self.producers[pid] = ProducerEntry(pid, epoch, last_timestamp=timestamp)
+            pid, epoch, last, last_offset, delta, timestamp, coord_epoch, txn_first = values
+            entry = self.producers[pid] = ProducerEntry(
+                pid, epoch, last_timestamp=timestamp, coordinator_epoch=coord_epoch,
+                txn_first_offset=txn_first if txn_first >= 0 else -1)
+            if txn_first >= 0:
+                self.ongoing[pid] = txn_first
             if last_offset >= 0:
                 first = last - delta if last - delta >= 0 else last - delta + _INT32_MAX + 1
                 entry.batches.append((first, last, last_offset - delta, last_offset, timestamp))
@@ -266,17 +385,12 @@ class ProducerState:
                 path.unlink(missing_ok=True)
                 continue
             return offset
-        self.producers.clear()
+        self.clear()
         return None
 
 
-def rebuild(state: ProducerState, start: int, headers: Iterator[BatchHeader]) -> int:
-    """Apply the producer batches of ``headers`` from offset ``start`` to ``state``; the
-    number of batch headers read."""
-    count = 0
-    for header in headers:
-        count += 1
-        if (header.producer_id >= 0 and not header.is_control
-                and header.base_offset + header.last_offset_delta >= start):
-            state.update(header)
-    return count
+def rebuild(state: ProducerState, start: int, headers: Iterator[BatchHeader],
+            markers: MarkerReader | None = None) -> list[AbortedTxn]:
+    """Apply the producer batches of ``headers`` from offset ``start`` to ``state`` (control
+    batches through ``markers``); the aborted transactions closed on the way."""
+    return state.update_all(headers, markers, start)

@@ -1,4 +1,4 @@
-"""One log segment: ``<base>.log`` with its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base>.log`` with its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 The ``.log`` file is written with raw ``os.write`` on an ``O_APPEND`` descriptor and read with
 ``os.pread`` / ``sendfile`` on a separate read handle. No Python-level buffering is involved,
@@ -31,6 +31,7 @@ from .fileio import Chunk, write_all
 from .index import OffsetIndex, TimeIndex
 from .open_files import SEGMENT_FILES, OpenSegments
 from .records import iter_record_offsets_and_timestamps
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,9 @@ class LogSegment:
             segment_index_bytes // TimeIndex.ENTRY_SIZE,
             self._touch,
         )
+        #: Aborted transactions whose ABORT marker is in this segment (``.txnindex``).
+        self.txn_index = TransactionIndex(
+            directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix))
         #: When the segment object was made; the roll clock when no batch carries a timestamp.
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
@@ -174,6 +178,7 @@ class LogSegment:
             roll_jitter_ms=roll_jitter_ms,
         )
         segment.size = os.fstat(segment.fd).st_size
+        segment.txn_index.load()
         segment.needs_recovery = segment._load_indexes()
         if segment.needs_recovery is None:
             segment.needs_recovery = segment._load_tail()
@@ -295,6 +300,7 @@ class LogSegment:
         self.close()
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
 
     def change_file_suffix(self, suffix: str) -> None:
@@ -308,6 +314,7 @@ class LogSegment:
         directory, base = self.directory, self.base_offset
         self.offset_index.rename(directory / (segment_file_name(base, INDEX_SUFFIX) + suffix))
         self.time_index.rename(directory / (segment_file_name(base, TIME_INDEX_SUFFIX) + suffix))
+        self.txn_index.rename(directory / (segment_file_name(base, TXN_INDEX_SUFFIX) + suffix))
         target = directory / (segment_file_name(base, LOG_SUFFIX) + suffix)
         os.rename(self.log_path, target)
         self.log_path = target
@@ -430,6 +437,7 @@ class LogSegment:
             self._dirty = False
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -632,6 +640,9 @@ class LogSegment:
         self.time_index.rebuild(time_entries)
         self.size = scan.valid_end
         self.next_offset = next_offset
+        # Entries for markers that did not survive go; lost ones are found again by the
+        # producer-state scan that follows recovery.
+        self.txn_index.truncate(next_offset)
         self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, offset_of_max
         self._bytes_since_index = since_index
         self.needs_recovery = None
@@ -652,6 +663,7 @@ class LogSegment:
         self.size = position
         self.offset_index.truncate(offset, position)
         self.time_index.truncate(offset)
+        self.txn_index.truncate(header.base_offset)
         if position == 0:
             self.rolling_base_ms = None
         problem = self._load_tail()

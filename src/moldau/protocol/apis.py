@@ -43,6 +43,7 @@ DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
@@ -88,6 +89,8 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2),
         ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
         ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),
+        # v0 is gone from Kafka 4 (KIP-896); v1 is the first flexible version.
+        ApiRange(WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 2),
         # v3+ (KIP-447) carries the consumer's generation; v5 = v4 (KIP-890).
         ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5),
         ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),

@@ -153,9 +153,10 @@ class ReplicaManager:
         return codes
 
     async def wait_for_data(self, keys: Iterable[TopicPartition], needed: int,
-                            timeout_s: float) -> None:
-        """Park a fetch until ``needed`` more bytes are visible on ``keys`` or time is up."""
-        await self.fetch_purgatory.wait(keys, needed, timeout_s)
+                            timeout_s: float, read_committed: bool = False) -> None:
+        """Park a fetch until ``needed`` more bytes are visible on ``keys`` (below the last
+        stable offset for ``read_committed``) or time is up."""
+        await self.fetch_purgatory.wait(keys, needed, timeout_s, read_committed)
 
     # -- chores ------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from ..log.config import LogConfig
+from ..log.control_batch import ControlType
 from ..log.file_slice import FileSlice
 from ..log.partition_log import AppendOrigin, AppendResult, PartitionLog
 from .errors import ReplicaError
@@ -97,15 +98,16 @@ class Partition:
         plog: PartitionLog,
         local_id: int,
         *,
-        on_committed: Callable[[TopicPartition, int], None] | None = None,
+        on_committed: Callable[[TopicPartition, int, int], None] | None = None,
         on_isr_change: Callable[[Partition, frozenset[int]], None] | None = None,
     ) -> None:
         """A partition hosted here, a follower of nobody until :meth:`make_leader` or
         :meth:`make_follower` (the replica manager makes a single broker leader at once).
 
-        ``on_committed(key, bytes)`` is called when the high watermark moves past newly
-        appended bytes (it wakes fetches waiting for data); ``on_isr_change(partition, old)``
-        after every ISR change.
+        ``on_committed(key, bytes, stable_bytes)`` is called when the high watermark moves
+        past newly appended bytes (it wakes fetches waiting for data; ``stable_bytes`` is
+        what read_committed fetches gained, up to the last stable offset);
+        ``on_isr_change(partition, old)`` after every ISR change.
         """
         self._log = plog
         self.local_id = local_id
@@ -174,6 +176,11 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self._log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, high watermark): where read_committed reads stop."""
+        return self._log.last_stable_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -327,6 +334,24 @@ class Partition:
         before anything is written (NOT_ENOUGH_REPLICAS). Log errors pass through. The batches
         stay opaque bytes: the log patches their headers and writes them with one writev.
         """
+        self._check_appendable(required_acks)
+        result = self._log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms,
+                                  origin=origin)
+        return self._appended(result, len(records))
+
+    def append_marker(self, producer_id: int, producer_epoch: int, control: ControlType,
+                      coordinator_epoch: int, now_ms: int, required_acks: int = -1
+                      ) -> AppendResult:
+        """Write a transaction marker as the leader (the checks of :meth:`append_as_leader`;
+        the log's marker checks raise InvalidProducerEpochError and
+        TransactionCoordinatorFencedError). Wait for :meth:`wait_for_acks` after it."""
+        self._check_appendable(required_acks)
+        result = self._log.append_marker(producer_id, producer_epoch, control,
+                                         coordinator_epoch, leader_epoch=self.leader_epoch,
+                                         now_ms=now_ms)
+        return self._appended(result, self._log.log_end_offset - result.base_offset)
+
+    def _check_appendable(self, required_acks: int) -> None:
         if self.role is not Role.LEADER or self.handover is not None:
             raise ReplicaError(ErrorCode.not_leader_or_follower,
                                f"broker {self.local_id} is not the leader of "
@@ -336,15 +361,15 @@ class Partition:
             raise ReplicaError(ErrorCode.not_enough_replicas,
                                f"min.insync.replicas={min_isr} but the ISR has "
                                f"{len(self.isr)} replica{'s' if len(self.isr) != 1 else ''}")
-        result = self._log.append(records, leader_epoch=self.leader_epoch, now_ms=now_ms,
-                                  origin=origin)
+
+    def _appended(self, result: AppendResult, size: int) -> AppendResult:
         if result.duplicate:
             # A producer's retry of a batch already written: nothing new to replicate; its
             # acks=all answer still waits for the high watermark to pass the original.
             return result
-        self._uncommitted_bytes += len(records)
+        self._uncommitted_bytes += size
         if self.on_leader_append is not None:
-            self.on_leader_append(self.key, len(records))
+            self.on_leader_append(self.key, size)
         self._maybe_increment_high_watermark()
         return result
 
@@ -383,13 +408,19 @@ class Partition:
         for replica in self.isr:
             if replica != self.local_id:
                 new = min(new, self._followers[replica].log_end_offset)
-        if new <= self._log.high_watermark:
+        plog = self._log
+        if new <= plog.high_watermark:
             return False
-        self._log.high_watermark = new
+        transactions = plog.producers.has_transactions
+        old_stable = plog.last_stable_offset if transactions else 0
+        plog.high_watermark = new
         if self._uncommitted_bytes and self._on_committed is not None:
             # Waiting fetches count bytes; when the watermark stops short of the log end, the
-            # count may be early (the fetch then answers with what is visible).
-            self._on_committed(self.key, self._uncommitted_bytes)
+            # count may be early (the fetch then answers with what is visible). With
+            # transactions about, read_committed fetches count what became stable instead.
+            stable = self._uncommitted_bytes if not transactions else \
+                plog.bytes_between(old_stable, plog.last_stable_offset)
+            self._on_committed(self.key, self._uncommitted_bytes, stable)
         self._uncommitted_bytes = 0
         waiters = self._waiters
         while waiters and waiters[0].end_offset <= new:
@@ -533,30 +564,38 @@ class Partition:
 
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
              fetch_only_committed: bool = True, current_leader_epoch: int = NO_EPOCH,
-             require_leader: bool = True) -> FileSlice | None:
+             require_leader: bool = True, read_committed: bool = False) -> FileSlice | None:
         """Whole batches from ``offset`` as a file range, for a fetch (nothing is copied).
 
-        Consumers see only what is below the high watermark; followers
-        (``fetch_only_committed=False``) read up to the log end. Epoch and leadership checks
-        raise :class:`ReplicaError`; log errors (OffsetOutOfRangeError, StorageError) pass.
+        Consumers see only what is below the high watermark, read_committed ones only what
+        is below the last stable offset; followers (``fetch_only_committed=False``) read up
+        to the log end. Epoch and leadership checks raise :class:`ReplicaError`; log errors
+        (OffsetOutOfRangeError, StorageError) pass.
         """
         self.check_epoch(current_leader_epoch, require_leader=require_leader)
-        return self._log.read(offset, max_bytes, min_one_batch=min_one_batch,
-                              max_offset=self._log.high_watermark if fetch_only_committed
-                              else None)
+        if not fetch_only_committed:
+            bound = None
+        elif read_committed:
+            bound = self._log.last_stable_offset
+        else:
+            bound = self._log.high_watermark
+        return self._log.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=bound)
 
     def fetch_offset_for_timestamp(self, timestamp: int, current_leader_epoch: int = NO_EPOCH,
-                                   *, require_leader: bool = True) -> tuple[int, int, int]:
+                                   *, require_leader: bool = True,
+                                   read_committed: bool = False) -> tuple[int, int, int]:
         """ListOffsets for one partition: (timestamp, offset, leader epoch) as Kafka answers.
 
-        LATEST is the high watermark (records above it are not visible yet); the sentinels
+        LATEST is the high watermark (records above it are not visible yet), or the last
+        stable offset for ``read_committed`` (isolation level 1); the sentinels
         -2 / -4 the log start; LATEST_TIERED and EARLIEST_PENDING_UPLOAD have no answer
         (nothing is tiered).
         """
         self.check_epoch(current_leader_epoch, require_leader=require_leader)
         epoch = self.leader_epoch
         if timestamp == LATEST_TIMESTAMP:
-            return -1, self._log.high_watermark, epoch
+            return -1, (self._log.last_stable_offset if read_committed
+                        else self._log.high_watermark), epoch
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return -1, self._log.log_start_offset, epoch
         if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):

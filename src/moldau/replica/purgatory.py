@@ -15,13 +15,16 @@ PartitionKey = tuple[str, int]
 
 
 class FetchWaiter:
-    """One parked fetch: wakes once ``needed`` more bytes have been appended where it watches."""
+    """One parked fetch: wakes once ``needed`` more bytes have been appended where it watches
+    (for a read_committed fetch: once that many became stable, below the LSO)."""
 
-    __slots__ = ("future", "keys", "needed")
+    __slots__ = ("future", "keys", "needed", "read_committed")
 
-    def __init__(self, keys: Iterable[PartitionKey], needed: int) -> None:
+    def __init__(self, keys: Iterable[PartitionKey], needed: int,
+                 read_committed: bool = False) -> None:
         self.keys = tuple(keys)
         self.needed = needed
+        self.read_committed = read_committed
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def add(self, size: int) -> None:
@@ -34,20 +37,24 @@ class FetchPurgatory:
     def __init__(self) -> None:
         self._waiters: dict[PartitionKey, set[FetchWaiter]] = {}
 
-    def notify_append(self, key: PartitionKey, size: int) -> None:
+    def notify_append(self, key: PartitionKey, size: int, stable: int | None = None) -> None:
+        """``size`` bytes became visible on ``key``, ``stable`` of them (default: all) to
+        read_committed fetches (the last stable offset moved that far)."""
         waiters = self._waiters.get(key)
         if waiters:
             for waiter in tuple(waiters):
-                waiter.add(size)
+                waiter.add(stable if waiter.read_committed and stable is not None else size)
 
     def wake_all(self, key: PartitionKey) -> None:
         """Wake every fetch watching ``key`` (the partition was deleted or truncated)."""
         for waiter in tuple(self._waiters.get(key, ())):
             waiter.add(waiter.needed)
 
-    async def wait(self, keys: Iterable[PartitionKey], needed: int, timeout_s: float) -> None:
-        """Wait until ``needed`` bytes arrive on ``keys`` or ``timeout_s`` passes."""
-        waiter = FetchWaiter(keys, needed)
+    async def wait(self, keys: Iterable[PartitionKey], needed: int, timeout_s: float,
+                   read_committed: bool = False) -> None:
+        """Wait until ``needed`` bytes arrive on ``keys`` (are stable, for
+        ``read_committed``) or ``timeout_s`` passes."""
+        waiter = FetchWaiter(keys, needed, read_committed)
         for key in waiter.keys:
             self._waiters.setdefault(key, set()).add(waiter)
         try:

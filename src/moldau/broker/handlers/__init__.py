@@ -33,6 +33,7 @@ def register_all(broker: Broker) -> None:
         reassignments,
         records,
         telemetry,
+        txn_markers,
         txn_offsets,
     )
 
@@ -56,6 +57,7 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.DESCRIBE_CLUSTER, cluster_info.handle_describe_cluster)
     broker.register(apis.ELECT_LEADERS, elect_leaders.handle_elect_leaders)
     broker.register(apis.INIT_PRODUCER_ID, producer_ids.handle)
+    broker.register(apis.WRITE_TXN_MARKERS, txn_markers.handle)
     broker.register(apis.FIND_COORDINATOR, groups.handle_find_coordinator)
     broker.register(apis.JOIN_GROUP, groups.handle_join_group)
     broker.register(apis.SYNC_GROUP, groups.handle_sync_group)

@@ -9,6 +9,11 @@ Reads go through the partition's :meth:`~moldau.replica.partition.Partition.read
 the client's leader epoch and leadership and stops consumers at the high watermark; waiting
 fetches park in the replica manager's fetch purgatory.
 
+read_committed fetches (isolation level 1, v4+) stop at the last stable offset instead and
+carry the aborted transactions overlapping what they return (from the segments'
+``.txnindex``), so clients can drop aborted records; every response partition carries the
+last stable offset. Nothing here looks at records: the aborted list comes from memory.
+
 Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients
 that no session was created, so they keep sending full fetch requests. That is always correct.
 """
@@ -43,7 +48,10 @@ class _PartitionRead:
     code: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
+    last_stable_offset: int = -1
     data: FileRange | None = None
+    #: read_committed only: (producer id, first offset) of the aborted transactions.
+    aborted: list[tuple[int, int]] | None = None
     #: Held back by the leader's replication throttle (not counted for waking the fetch).
     held: bool = False
 
@@ -92,6 +100,7 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
     pacer = Pacer()
     quota = broker.replicas.throttles.leader
     throttling = follower >= 0 and quota.active
+    committed = follower < 0 and getattr(request, "isolation_level", 0) == 1
     for fetch_topic in request.topics:
         name, topic_code = _resolve_topic(broker, fetch_topic)
         parts: list[_PartitionRead] = []
@@ -107,7 +116,7 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
                                             else broker.not_hosted_error(name, p.partition)))
                 continue
             read = _PartitionRead(name, p.partition, ErrorCode.none, partition.high_watermark,
-                                  partition.log_start_offset)
+                                  partition.log_start_offset, partition.last_stable_offset)
             limit = min(p.partition_max_bytes, budget - total)
             current_epoch = getattr(p, "current_leader_epoch", -1)
             data = None
@@ -124,7 +133,8 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
                     data = partition.read(p.fetch_offset, max(limit, 0),
                                           min_one_batch=total == 0,
                                           fetch_only_committed=follower < 0,
-                                          current_leader_epoch=current_epoch)
+                                          current_leader_epoch=current_epoch,
+                                          read_committed=committed)
                 else:  # the response is full: nothing is read, the epoch is still checked
                     partition.check_epoch(current_epoch)
                 if follower >= 0:
@@ -132,6 +142,7 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
                     partition.update_follower_log_start(
                         follower, getattr(p, "log_start_offset", -1))
                     read.high_watermark = partition.high_watermark
+                    read.last_stable_offset = partition.last_stable_offset
             except ReplicaError as exc:
                 read = _PartitionRead(name, p.partition, exc.code)
             except OffsetOutOfRangeError:
@@ -141,6 +152,11 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
             if data is not None and data.size > 0:
                 read.data = data
                 total += data.size
+                if committed:
+                    read.aborted = [
+                        (t.producer_id, t.first_offset)
+                        for t in partition.log.aborted_transactions(
+                            p.fetch_offset, read.last_stable_offset)]
                 if held:
                     quota.record(data.size)
             parts.append(read)
@@ -170,9 +186,11 @@ async def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRea
                 partition_index=r.partition,
                 error_code=r.code,
                 high_watermark=r.high_watermark,
-                last_stable_offset=r.high_watermark,
+                last_stable_offset=r.last_stable_offset,
                 log_start_offset=r.log_start_offset,
-                aborted_transactions=None,
+                aborted_transactions=None if r.aborted is None else tuple(
+                    build(m.AbortedTransaction, producer_id=pid, first_offset=first)
+                    for pid, first in r.aborted),
                 preferred_read_replica=-1,
                 records=records,
             ))
@@ -260,6 +278,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                 await broker.replicas.replica_fetch_purgatory.wait(keys, min_bytes - total,
                                                                    max_wait_s)
         else:
-            await broker.replicas.wait_for_data(keys, min_bytes - total, max_wait_s)
+            await broker.replicas.wait_for_data(keys, min_bytes - total, max_wait_s,
+                                                getattr(request, "isolation_level", 0) == 1)
         reads, total = await _read_all(broker, request, follower)
     return await _encode(ctx, reads)

@@ -2,7 +2,8 @@
 
 Each partition answers through its
 :meth:`~moldau.replica.partition.Partition.fetch_offset_for_timestamp`, which checks the
-client's leader epoch and answers "latest" with the high watermark.
+client's leader epoch and answers "latest" with the high watermark, or with the last stable
+offset for isolation level 1 (read_committed, v2+).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     broker = ctx.broker
     topics = []
     pacer = Pacer()
+    committed = getattr(request, "isolation_level", 0) == 1
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
@@ -41,7 +43,8 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             ts, offset, epoch = (-1, -1, -1)
             try:
                 ts, offset, epoch = partition.fetch_offset_for_timestamp(
-                    p.timestamp, getattr(p, "current_leader_epoch", -1))
+                    p.timestamp, getattr(p, "current_leader_epoch", -1),
+                    read_committed=committed)
             except ReplicaError as exc:
                 code = exc.code
             except StorageError:  # the read failed: logged once, the dir went offline
