@@ -31,7 +31,8 @@ def make(tmp_path: Path, **overrides: Any) -> tuple[Partition, list[tuple[tuple[
     config = dataclasses.replace(LogConfig(), **overrides)
     plog = PartitionLog.open(tmp_path / "t-0", config, 0, True, NOW)
     woken: list[tuple[tuple[str, int], int]] = []
-    partition = Partition(plog, ME, on_committed=lambda key, size, _stable: woken.append((key, size)))
+    partition = Partition(plog, ME,
+                          on_committed=lambda key, size, _stable: woken.append((key, size)))
     return partition, woken
 
 
