@@ -72,9 +72,7 @@ async def write_marker(broker: Broker, topic: str, partition: int, producer_id: 
     (code,) = await broker.replicas.wait_for_acks([(hosted, result.last_offset + 1)],
                                                   timeout_s)
     if code is ErrorCode.none and topic == OFFSETS_TOPIC:
-        complete = getattr(broker.groups, "complete_transaction", None)
-        if complete is not None:
-            complete(partition, producer_id, commit)
+        broker.groups.complete_transaction(partition, producer_id, commit)
     return code
 
 
