@@ -102,22 +102,37 @@ def transactional_producer(records: Any) -> tuple[int, int] | None:
     return header.producer_id, header.producer_epoch
 
 
-def needs_check(broker: Broker, topic: str, index: int, producer_id: int) -> bool:
-    """True when the partition is led here and the producer has no transaction open on it."""
+def needs_check(broker: Broker, topic: str, index: int, producer_id: int,
+                producer_epoch: int) -> bool:
+    """True when the partition is led here and the producer has no transaction open on it
+    with this epoch (one opened with an older epoch is a previous transaction whose marker is
+    still on its way: transactions version 2 bumps the epoch at every end)."""
     partition = broker.partition(topic, index)
     if partition is None or not partition.is_leader:
         return False  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION
-    ongoing = getattr(partition.log.producers, "ongoing_transaction", None)
-    return ongoing is None or ongoing(producer_id) is None
+    state = partition.log.producers
+    ongoing = getattr(state, "ongoing_transaction", None)
+    if ongoing is None or ongoing(producer_id) is None:
+        return True
+    entry = state.producers.get(producer_id)
+    return entry is None or entry.epoch != producer_epoch
 
 
-def _translate(code: ErrorCode, version: int) -> Refusal | None:
+def _translate(code: ErrorCode, version: int, verify_only: bool) -> Refusal | None:
+    """What the producer is answered for the coordinator's ``code`` about its partition.
+
+    A verification's "not in the transaction" is TRANSACTION_ABORTABLE from a Kafka 4.x
+    coordinator; INVALID_TXN_STATE is read the same way, so the producer gets Kafka's answer
+    whichever of the two the coordinator uses."""
     if code is ErrorCode.none:
         return None
-    if code in (ErrorCode.transaction_abortable, ErrorCode.invalid_txn_state):
-        if version >= ABORTABLE_FROM_VERSION and code is ErrorCode.transaction_abortable:
+    if code is ErrorCode.transaction_abortable or (
+            verify_only and code is ErrorCode.invalid_txn_state):
+        if version >= ABORTABLE_FROM_VERSION:
             return Refusal(ErrorCode.transaction_abortable, None)
         return Refusal(ErrorCode.invalid_txn_state, NOT_ADDED_MESSAGE)
+    if code is ErrorCode.invalid_txn_state:
+        return Refusal(code, NOT_ADDED_MESSAGE)
     if code is ErrorCode.producer_fenced:
         return Refusal(ErrorCode.invalid_producer_epoch, None)
     if code in _UNAVAILABLE:
@@ -146,11 +161,8 @@ async def _ask_coordinator(broker: Broker, transactional_id: str, producer_id: i
 
 
 def _peers(broker: Broker) -> Any:
-    for name in ("peer_clients", "peers"):
-        peers = getattr(broker, name, None)
-        if peers is not None:
-            return peers
-    return None
+    """The pooled peer connections (broker/peer_clients.py), kept by the transaction service."""
+    return getattr(getattr(broker, "transactions", None), "peers", None)
 
 
 async def _ask_remote(broker: Broker, coordinator: int, transactional_id: str,
@@ -196,7 +208,8 @@ async def verify(broker: Broker, version: int, transactional_id: str,
         answer = await _ask_coordinator(broker, transactional_id, producer_id, producer_epoch,
                                         partitions, verify_only)
         for tp in partitions:
-            refusal = _translate(answer.get(tp, ErrorCode.unknown_server_error), version)
+            refusal = _translate(answer.get(tp, ErrorCode.unknown_server_error), version,
+                                 verify_only)
             if refusal is not None:
                 refused[tp] = refusal
                 log.info("refused transactional produce of %r (producer %d, epoch %d) to "

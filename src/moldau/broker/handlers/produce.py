@@ -220,7 +220,7 @@ async def _verify_transactional(ctx: RequestContext, request: Any
             continue
         for p in topic_data.partition_data:
             producer = transactional_producer(p.records)
-            if producer is not None and needs_check(broker, name, p.index, producer[0]):
+            if producer is not None and needs_check(broker, name, p.index, *producer):
                 candidates.append(Candidate(name, p.index, *producer))
     if not candidates:
         return {}
