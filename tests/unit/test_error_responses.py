@@ -42,7 +42,7 @@ def _error_codes(value: Any) -> list[ErrorCode]:
     if dataclasses.is_dataclass(value):
         for field in dataclasses.fields(value):
             item = getattr(value, field.name)
-            if field.name == "error_code":
+            if field.name in ("error_code", "partition_error_code"):
                 codes.append(item)
             else:
                 codes.extend(_error_codes(item))

@@ -90,12 +90,15 @@ def test_find_coordinator_every_version(broker: Broker, version: int) -> None:
         assert topic is not None and topic.partitions == 3
         assert topic.configs["cleanup.policy"] == "compact"
         if version >= 1:
-            for key_type, code in ((1, ErrorCode.coordinator_not_available),
-                                   (7, ErrorCode.invalid_request)):
+            for key_type, code, node in ((1, ErrorCode.none, 0),
+                                         (7, ErrorCode.invalid_request, -1)):
                 resp = await c.call(apis.FIND_COORDINATOR, version,
                                     groups.handle_find_coordinator, make(key_type))
                 found = resp.coordinators if version >= 4 else [resp]
-                assert {(f.error_code, f.node_id) for f in found} == {(code, -1)}
+                assert {(f.error_code, f.node_id) for f in found} == {(code, node)}
+            # Transactions: __transaction_state is created on first use, compacted.
+            state = broker.metadata.topic("__transaction_state")
+            assert state is not None and state.configs["cleanup.policy"] == "compact"
 
     run(broker, scenario)
 

@@ -41,10 +41,19 @@ def _in(versions: str | None, v: int) -> bool:
     return int(low) <= v <= int(high or low)
 
 
-def _spec_layout(fields: list[dict[str, Any]], v: int) -> Layout:
-    """(tag or None, nested layout or None) per field present in version ``v``."""
-    return [(f.get("tag") if _in(f.get("taggedVersions"), v) else None,
-             _spec_layout(f["fields"], v) if "fields" in f else None)
+def _spec_layout(fields: list[dict[str, Any]], v: int,
+                 common: dict[str, list[dict[str, Any]]] | None = None) -> Layout:
+    """(tag or None, nested layout or None) per field present in version ``v``; a field whose
+    type names one of the spec's ``commonStructs`` nests that struct's fields."""
+    common = common or {}
+
+    def nested(f: dict[str, Any]) -> Layout | None:
+        if "fields" in f:
+            return _spec_layout(f["fields"], v, common)
+        struct = f["type"].removeprefix("[]")
+        return _spec_layout(common[struct], v, common) if struct in common else None
+
+    return [(f.get("tag") if _in(f.get("taggedVersions"), v) else None, nested(f))
             for f in fields if _in(f["versions"], v)]
 
 
@@ -68,4 +77,5 @@ def test_kio_matches_kafka_spec(api_key: int, version: int, kind: str) -> None:
     cls = (request_schema if kind == "request" else response_schema)(api_key, version)
     spec = _spec(cls.__name__)
     assert _in(spec["validVersions"], version), f"{cls.__name__} v{version} is not in Kafka"
-    assert _kio_layout(cls) == _spec_layout(spec["fields"], version)
+    common = {c["name"]: c["fields"] for c in spec.get("commonStructs", ())}
+    assert _kio_layout(cls) == _spec_layout(spec["fields"], version, common)

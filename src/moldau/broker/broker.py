@@ -58,6 +58,7 @@ from .loop_watchdog import RunningRequests
 from .response import Deferred, Pending, Response
 from .test_faults import DroppedResponse, ProduceResponseDropper
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
+from .transaction_service import TransactionService
 
 if TYPE_CHECKING:
     from .cluster_link import ClusterLink
@@ -213,6 +214,9 @@ class Broker:
         #: KIP-714 client-metrics subscriptions and the latest metrics each client pushed.
         self.client_metrics = ClientMetrics()
         self.groups.load(now_ms())
+        #: The transaction coordinator (``__transaction_state``).
+        self.transactions = TransactionService(self)
+        self.transactions.load()
         if self.cluster is not None:
             try:
                 self.cluster.register()
@@ -801,6 +805,7 @@ class Broker:
         self._tasks.append(loop.create_task(self._every(
             self.config.producer_id_expiration_check_interval_ms, self._expire_producers)))
         self.groups.start()
+        self.transactions.start()
         if self.cluster is not None:
             self.cluster.attach(loop)
         if self.config.log_cleaner_enable and self.cleaner is None:
@@ -882,6 +887,7 @@ class Broker:
             # half removed otherwise); whatever still runs after this is fixed at next start.
             await asyncio.wait(set(self._topic_tasks), timeout=30)
         await self.groups.stop()
+        await self.transactions.stop()
         if self.cluster is not None:
             await self.cluster.stop_fetchers()
         for task in self._tasks:

@@ -54,6 +54,7 @@ from ..replica.fetcher import ReplicaFetchers
 from . import partition_files
 from .errors import ApiError, ClusterStartError
 from .group_service import OFFSETS_TOPIC
+from .transaction_service import TXN_TOPIC
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -330,6 +331,8 @@ class ClusterLink:
                          state.leader_epoch, list(state.isr))
                 if topic == OFFSETS_TOPIC:  # this broker now coordinates its groups
                     self._broker.groups.load_partition(partition, broker_now_ms())
+                elif topic == TXN_TOPIC:  # ... or these transactions
+                    self._broker.transactions.load_partition(partition)
             return
         if not hosted.is_leader and same_epoch and hosted.leader_id == state.leader:
             return
@@ -338,6 +341,8 @@ class ClusterLink:
             hosted.replicas = tuple(replicas)
             if was_leader and topic == OFFSETS_TOPIC:
                 self._broker.groups.unload_partition(partition)
+            elif was_leader and topic == TXN_TOPIC:
+                self._broker.transactions.unload_partition(partition)
             log.info("%s-%d: follower of %d at epoch %d", topic, partition, state.leader,
                      state.leader_epoch)
             if self.fetchers is not None and not self.shutting_down:

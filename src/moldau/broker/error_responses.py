@@ -83,6 +83,10 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
     apis.DESCRIBE_TOPIC_PARTITIONS: {"topics": _m("topics")},
     apis.DESCRIBE_PRODUCERS: {"topics": _m(
         "topics", partitions=_m("partition_indexes", "partition_index"))},
+    apis.ADD_PARTITIONS_TO_TXN: {"results_by_topic_v3_and_below": _m(
+        "v3_and_below_topics", results_by_partition=_m("partitions", "partition_index"))},
+    apis.DESCRIBE_TRANSACTIONS: {"transaction_states": _m("transactional_ids",
+                                                          "transactional_id")},
     apis.ELECT_LEADERS: {"replica_election_results": _m(
         "topic_partitions", partition_result=_m("partitions", "partition_id"))},
     apis.WRITE_TXN_MARKERS: {"markers": _m("markers", topics=_m(
@@ -99,11 +103,15 @@ KEYS: dict[str, tuple[str, ...]] = {
     "partition_index": ("partition_index", "partition"),
     "partition_id": ("partition_id",),
     "group_id": ("group_id",),
+    "transactional_id": ("transactional_id",),
     "key": ("key",),
     "producer_id": ("producer_id",),
     "resource_type": ("resource_type",),
     "resource_name": ("resource_name",),
 }
+
+#: Where an entity carries its error (AddPartitionsToTxn v0-3 names it per partition).
+_ERROR_FIELDS = frozenset({"error_code", "partition_error_code"})
 
 _UNKNOWN_SUFFIXES = ("offset", "timestamp", "watermark", "epoch", "leader_id", "node_id",
                      "generation_id", "producer_id", "controller_id")
@@ -120,10 +128,10 @@ def _entity(cls: type, request: Any, mirrors: dict[str, tuple[Mirror, ...]],
             code: ErrorCode) -> Any:
     fields = dataclasses.fields(cls)
     # An entity with its own error code answers for everything below it.
-    answers_here = any(f.name == "error_code" for f in fields)
+    answers_here = any(f.name in _ERROR_FIELDS for f in fields)
     values: dict[str, Any] = {}
     for field in fields:
-        if field.name == "error_code":
+        if field.name in _ERROR_FIELDS:
             values[field.name] = code
         elif field.name in KEYS and request is not None:
             values[field.name] = _copy_key(field, request)

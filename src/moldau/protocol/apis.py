@@ -43,6 +43,9 @@ DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
 WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
@@ -57,6 +60,8 @@ LIST_PARTITION_REASSIGNMENTS = 46
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
 GET_TELEMETRY_SUBSCRIPTIONS = 71
@@ -89,6 +94,11 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(DELETE_RECORDS, "DeleteRecords", 0, 2),
         ApiRange(INIT_PRODUCER_ID, "InitProducerId", 0, 5),
         ApiRange(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),
+        # v4+ batch transactions (brokers verifying a produce, KIP-890).
+        ApiRange(ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5),
+        ApiRange(ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4),
+        # v5: transactions version 2 (the epoch is bumped at every commit and abort).
+        ApiRange(END_TXN, "EndTxn", 0, 5),
         # v0 is gone from Kafka 4 (KIP-896); v1 is the first flexible version.
         ApiRange(WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 2),
         # v3+ (KIP-447) carries the consumer's generation; v5 = v4 (KIP-890).
@@ -105,6 +115,8 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 2),
         ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
+        ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0),
+        ApiRange(LIST_TRANSACTIONS, "ListTransactions", 0, 2),
         # KIP-848; v1 regex subscriptions are refused (INVALID_REQUEST).
         ApiRange(CONSUMER_GROUP_HEARTBEAT, "ConsumerGroupHeartbeat", 0, 1),
         ApiRange(CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),

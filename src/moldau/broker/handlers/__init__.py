@@ -33,6 +33,7 @@ def register_all(broker: Broker) -> None:
         reassignments,
         records,
         telemetry,
+        transactions,
         txn_markers,
         txn_offsets,
     )
@@ -59,6 +60,11 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.INIT_PRODUCER_ID, producer_ids.handle)
     broker.register(apis.WRITE_TXN_MARKERS, txn_markers.handle)
     broker.register(apis.FIND_COORDINATOR, groups.handle_find_coordinator)
+    broker.register(apis.ADD_PARTITIONS_TO_TXN, transactions.handle_add_partitions)
+    broker.register(apis.ADD_OFFSETS_TO_TXN, transactions.handle_add_offsets)
+    broker.register(apis.END_TXN, transactions.handle_end_txn)
+    broker.register(apis.DESCRIBE_TRANSACTIONS, transactions.handle_describe)
+    broker.register(apis.LIST_TRANSACTIONS, transactions.handle_list)
     broker.register(apis.JOIN_GROUP, groups.handle_join_group)
     broker.register(apis.SYNC_GROUP, groups.handle_sync_group)
     broker.register(apis.HEARTBEAT, groups.handle_heartbeat)

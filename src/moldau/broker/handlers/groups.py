@@ -66,9 +66,15 @@ def coordinator_of(ctx: RequestContext, group_id: str) -> int:
 
 def _locate(ctx: RequestContext, key_type: int) -> ErrorCode:
     """Whether this node can coordinate keys of ``key_type`` right now (creating the offsets
-    topic on first use, as Kafka does)."""
+    or transaction state topic on first use, as Kafka does)."""
     if key_type == TRANSACTION_KEY_TYPE:
-        return ErrorCode.coordinator_not_available  # no transaction coordinator yet
+        if ctx.broker.transactions.loading:
+            return ErrorCode.coordinator_not_available
+        try:
+            ctx.broker.transactions.state_topic(create=True)
+        except ApiError:
+            return ErrorCode.coordinator_not_available
+        return ErrorCode.none
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.invalid_request
     if ctx.broker.groups.loading:
@@ -85,7 +91,7 @@ async def handle_find_coordinator(request: Any, ctx: RequestContext) -> Any:
     key_type = getattr(request, "key_type", GROUP_KEY_TYPE)
     code = _locate(ctx, key_type)
     keys = request.coordinator_keys if ctx.version >= 4 else (request.key,)
-    answers = [_coordinator(ctx, code, key) for key in keys]
+    answers = [_coordinator(ctx, code, key, key_type) for key in keys]
     if ctx.version >= 4:
         coordinators = tuple(
             build(m.Coordinator, key=key, error_code=code, error_message=_MESSAGES.get(code),
@@ -99,9 +105,11 @@ async def handle_find_coordinator(request: Any, ctx: RequestContext) -> Any:
                  error_message=_MESSAGES.get(code), **node)
 
 
-def _coordinator(ctx: RequestContext, code: ErrorCode, key: str) -> tuple[ErrorCode, dict]:
+def _coordinator(ctx: RequestContext, code: ErrorCode, key: str,
+                 key_type: int = GROUP_KEY_TYPE) -> tuple[ErrorCode, dict]:
     """The coordinator of ``key``: this broker alone; in a cluster, the leader of the
-    group's ``__consumer_offsets`` partition, wherever it is."""
+    group's ``__consumer_offsets`` partition (of the transactional id's
+    ``__transaction_state`` partition), wherever it is."""
     broker = ctx.broker
     none = dict(node_id=-1, host="", port=-1)
     if code is not ErrorCode.none:
@@ -109,7 +117,12 @@ def _coordinator(ctx: RequestContext, code: ErrorCode, key: str) -> tuple[ErrorC
     if broker.cluster is None:
         listener = broker.config.advertised_listeners[0]
         return code, dict(node_id=broker.node_id, host=listener.host, port=listener.port)
-    leader = coordinator_of(ctx, key)
+    if key_type == TRANSACTION_KEY_TYPE:
+        leader = broker.transactions.coordinator_of(key)
+        if leader is None:
+            return ErrorCode.coordinator_not_available, none
+    else:
+        leader = coordinator_of(ctx, key)
     registration = broker.cluster.store.brokers().get(leader)
     endpoint = registration.endpoint(broker.config.advertised_listeners[0].name) or \
         registration.endpoint() if registration is not None else None

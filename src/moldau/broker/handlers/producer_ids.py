@@ -11,11 +11,8 @@ epoch, as KIP-360 describes, which librdkafka and the Java client accept alike: 
 re-initialises all its sequence numbers either way. An epoch that cannot be bumped any further
 yields a fresh id with epoch 0.
 
-Transactions have no coordinator yet (FindCoordinator is not advertised). A request carrying a
-``transactional_id`` is answered with ``COORDINATOR_NOT_AVAILABLE``: it is the truth, it is what
-a Kafka cluster sends while its transaction coordinator cannot serve, and clients treat it as
-retriable and fail with a clear timeout instead of an authorisation error that would send users
-looking for ACLs.
+A request carrying a ``transactional_id`` goes to the transaction coordinator
+(handlers/transactions.py), which keeps the id and epoch of each transactional id.
 """
 
 from __future__ import annotations
@@ -57,7 +54,9 @@ async def _next_producer_id(ctx: RequestContext) -> int:
 
 async def handle(request: Any, ctx: RequestContext) -> Any:
     if request.transactional_id is not None:
-        return _response(ctx, ErrorCode.coordinator_not_available)
+        from .transactions import init_producer_id
+        code, producer_id, epoch = await init_producer_id(request, ctx)
+        return _response(ctx, code, producer_id, epoch)
     # v0-2 carry no id/epoch; absent fields mean "a new producer".
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
