@@ -296,13 +296,18 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("transaction.state.log.load.buffer.size", INT, 5_242_880, "Read size when loading "
               "transactions; accepted, unused.", HIGH, at_least(1), used=False),
     ConfigKey("transactional.id.expiration.ms", INT, 604_800_000, "Transactional ids idle this "
-              "long are forgotten.", HIGH, at_least(1)),
-    ConfigKey("transaction.max.timeout.ms", INT, 900_000, "Largest transaction timeout a "
-              "producer may ask for.", HIGH, at_least(1)),
+              "long (no transaction, no InitProducerId) are removed from "
+              "__transaction_state.", HIGH, at_least(1)),
+    ConfigKey("transaction.max.timeout.ms", INT, 900_000, "Largest transaction.timeout.ms a "
+              "producer may ask for (a larger one is INVALID_TRANSACTION_TIMEOUT).", HIGH,
+              at_least(1)),
     ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10_000, "How "
-              "often timed-out transactions are aborted.", LOW, at_least(1)),
+              "often Kafka looks for timed-out transactions; accepted, unused: moldau's "
+              "coordinator aborts each one at its own deadline.", LOW, at_least(1),
+              used=False),
     ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3_600_000,
-              "How often expired transactional ids are removed.", LOW, at_least(1)),
+              "How often Kafka looks for expired transactional ids; accepted, unused: moldau "
+              "removes each one at its own deadline.", LOW, at_least(1), used=False),
     ConfigKey("producer.id.expiration.ms", INT, 86_400_000, "Producer ids idle this long lose "
               "their idempotence state.", LOW, at_least(1)),
     ConfigKey("producer.id.expiration.check.interval.ms", INT, 600_000, "How often producer "
