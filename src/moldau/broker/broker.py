@@ -55,6 +55,7 @@ from .error_responses import error_response
 from .errors import ApiError
 from .group_service import OFFSETS_TOPIC, GroupService
 from .loop_watchdog import RunningRequests
+from .peer_clients import PeerClients
 from .response import Deferred, Pending, Response
 from .test_faults import DroppedResponse, ProduceResponseDropper
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
@@ -214,6 +215,8 @@ class Broker:
         #: KIP-714 client-metrics subscriptions and the latest metrics each client pushed.
         self.client_metrics = ClientMetrics()
         self.groups.load(now_ms())
+        #: Pooled connections to the other brokers (markers, KIP-890 verification).
+        self.peers = PeerClients(self)
         #: The transaction coordinator (``__transaction_state``).
         self.transactions = TransactionService(self)
         self.transactions.load()
@@ -888,6 +891,7 @@ class Broker:
             await asyncio.wait(set(self._topic_tasks), timeout=30)
         await self.groups.stop()
         await self.transactions.stop()
+        self.peers.close()
         if self.cluster is not None:
             await self.cluster.stop_fetchers()
         for task in self._tasks:

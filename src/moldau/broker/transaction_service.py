@@ -66,7 +66,6 @@ from ..log.records_reader import iter_log_records
 from ..log.records_writer import encode_batch
 from ..protocol.codec import build
 from ..replica import ReplicaError
-from .peer_clients import PeerClients
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -110,7 +109,6 @@ class TransactionService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.coordinator = TransactionCoordinator(self._config())
-        self.peers = PeerClients(broker)
         #: A lone broker: True until the start-up load is done.
         self.loading = True
         #: ``__transaction_state`` partitions this broker coordinates, with the coordinator
@@ -445,7 +443,7 @@ class TransactionService:
                                partition_indexes=tuple(indexes))
                          for name, indexes in by_topic.items())),))
         try:
-            response = await self.peers.request(leader, request)
+            response = await self.broker.peers.request(leader, request)
         except (OSError, ConnectionError, TimeoutError) as exc:
             log.info("transaction %s: cannot reach broker %d for markers: %s",
                      marker.transactional_id, leader, exc)
@@ -478,7 +476,6 @@ class TransactionService:
         self._timer = None
         self._wake = None
         self._markers.clear()
-        self.peers.close()
 
     def _poke(self) -> None:
         deadline = self.coordinator.next_deadline()
