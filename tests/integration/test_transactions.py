@@ -11,14 +11,14 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 
 from tests.helpers import BrokerProcess
 
-from .clients import create_topic, producer, unique, watermarks
+from .clients import consumer, create_topic, producer, unique, watermarks
 from .wire import WireClient
 
 
@@ -33,6 +33,30 @@ def describe(bootstrap: str, transactional_id: str) -> Any:
         response = client.request(DescribeTransactionsRequest(
             transactional_ids=(transactional_id,)))
     return response.transaction_states[0]
+
+
+def read_values(bootstrap: str, topic: str, partitions: int, isolation: str,
+                timeout: float = 30) -> list[str]:
+    """Every value up to the end (the LSO for read_committed) of each partition."""
+    c = consumer(bootstrap, **{"isolation.level": isolation, "enable.partition.eof": True})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        values: list[str] = []
+        ended: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(ended) < partitions:
+            assert time.monotonic() < deadline, f"read {len(values)} values, no end"
+            for msg in c.consume(num_messages=1000, timeout=0.2):
+                err = msg.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    ended.add(msg.partition())
+                elif err is not None:
+                    raise KafkaException(err)
+                else:
+                    values.append(msg.value().decode())
+        return values
+    finally:
+        c.close()
 
 
 def state_of(bootstrap: str, transactional_id: str) -> tuple[str, int] | None:
@@ -81,9 +105,12 @@ def test_commit_and_abort(broker: BrokerProcess) -> None:
     p.begin_transaction()
     p.produce(topic, value=b"last", partition=0)
     p.commit_transaction(30)
-    # 15 data records, plus a marker per partition per transaction when markers are written.
-    total = sum(watermarks(broker.bootstrap, topic, part)[1] for part in range(2))
-    assert total >= 15
+    # 15 data records and a marker per partition per transaction (2 + 2 + 1).
+    assert sum(watermarks(broker.bootstrap, topic, part)[1] for part in range(2)) == 20
+    committed = read_values(broker.bootstrap, topic, 2, "read_committed")
+    assert sorted(committed) == sorted([f"c{i}" for i in range(10)] + ["last"])
+    everything = read_values(broker.bootstrap, topic, 2, "read_uncommitted")
+    assert sorted(everything) == sorted(committed + [f"a{i}" for i in range(4)])
 
 
 def test_second_producer_fences_the_first(broker: BrokerProcess) -> None:
@@ -104,6 +131,8 @@ def test_second_producer_fences_the_first(broker: BrokerProcess) -> None:
         first.produce(topic, value=b"late")
         first.commit_transaction(30)
     assert info.value.args[0].fatal() or "fenced" in str(info.value).lower()
+    # The zombie's open transaction was aborted by the fencing.
+    assert read_values(broker.bootstrap, topic, 1, "read_committed") == ["fresh"]
 
 
 def test_invalid_timeout_is_refused(broker: BrokerProcess) -> None:
@@ -116,11 +145,16 @@ def test_invalid_timeout_is_refused(broker: BrokerProcess) -> None:
 def test_timed_out_transaction_is_aborted(broker: BrokerProcess) -> None:
     topic = unique("txn")
     create_topic(broker.bootstrap, topic)
-    p = _txn_producer(broker.bootstrap, unique("tid"), **{"transaction.timeout.ms": 2000})
+    tid = unique("tid")
+    p = _txn_producer(broker.bootstrap, tid, **{"transaction.timeout.ms": 2000})
     p.init_transactions(30)
     p.begin_transaction()
     p.produce(topic, value=b"left open")
     p.flush(30)
-    time.sleep(4)  # the broker aborts it and fences this producer's epoch
+    # The broker aborts it (and fences this producer's epoch): read_committed consumers are
+    # not held behind it, and never see it.
+    assert wait_state(broker.bootstrap, tid, "CompleteAbort") == "CompleteAbort"
+    assert read_values(broker.bootstrap, topic, 1, "read_committed") == []
+    assert read_values(broker.bootstrap, topic, 1, "read_uncommitted") == ["left open"]
     with pytest.raises(KafkaException):
         p.commit_transaction(30)

@@ -70,6 +70,15 @@ from ..replica import ReplicaError
 if TYPE_CHECKING:
     from .broker import Broker
 
+
+async def write_marker(broker: Broker, topic: str, partition: int, producer_id: int,
+                       producer_epoch: int, commit: bool, coordinator_epoch: int) -> ErrorCode:
+    """The partition side's marker append (imported late: the handlers import this module)."""
+    from .handlers.txn_markers import write_marker as append
+
+    return await append(broker, topic, partition, producer_id, producer_epoch, commit,
+                        coordinator_epoch)
+
 log = logging.getLogger(__name__)
 
 TXN_TOPIC = "__transaction_state"
@@ -122,7 +131,6 @@ class TransactionService:
         self._sleeping_until: int | None = None
         self._timer: asyncio.Task[None] | None = None
         self._started = False
-        self._warned_no_markers = False
 
     def _config(self) -> TxnConfig:
         config = self.broker.config
@@ -412,16 +420,7 @@ class TransactionService:
     async def _write_local(self, marker: Marker, tp: TopicPartition,
                            coordinator_epoch: int) -> set[TopicPartition]:
         try:
-            from .handlers import txn_markers  # type: ignore[attr-defined,unused-ignore]
-        except ImportError:
-            # The partition side (markers, LSO) is not in this build: without it records of
-            # a transaction are visible as soon as they are written anyway.
-            if not self._warned_no_markers:
-                self._warned_no_markers = True
-                log.warning("no transaction marker support in this build: markers skipped")
-            return {tp}
-        try:
-            code = await txn_markers.write_marker(
+            code = await write_marker(
                 self.broker, tp[0], tp[1], marker.producer_id, marker.producer_epoch,
                 marker.commit, coordinator_epoch)
         except Exception as exc:  # never let one partition stop the others
