@@ -69,6 +69,7 @@ from ..replica import ReplicaError
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .peer_clients import PeerClients
 
 
 async def write_marker(broker: Broker, topic: str, partition: int, producer_id: int,
@@ -131,6 +132,11 @@ class TransactionService:
         self._sleeping_until: int | None = None
         self._timer: asyncio.Task[None] | None = None
         self._started = False
+
+    @property
+    def peers(self) -> PeerClients:
+        """The broker's pooled peer connections (KIP-890 verification reaches them here)."""
+        return self.broker.peers
 
     def _config(self) -> TxnConfig:
         config = self.broker.config
