@@ -4,7 +4,9 @@ TxnOffsetCommit is what a transactional producer's ``send_offsets_to_transaction
 Its offsets must stay invisible to OffsetFetch until the producer's COMMIT marker reaches the
 group's ``__consumer_offsets`` partition: a client that asks for stable offsets (v7+) is told
 UNSTABLE_OFFSET_COMMIT meanwhile, any other sees the last committed value; a restart keeps
-them pending. The error answers follow Kafka's for bad input.
+them pending. The COMMIT marker (WriteTxnMarkers, as the transaction coordinator sends it)
+makes them committed, an ABORT drops them, and a restart replays both. The error answers
+follow Kafka's for bad input.
 """
 
 from __future__ import annotations
@@ -14,15 +16,19 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v0.request import InitProducerIdRequest
+from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_commit.v8 import request as commit_v8
 from kio.schema.offset_fetch.v7 import request as fetch_v7
 from kio.schema.offset_fetch.v8 import request as fetch_v8
 from kio.schema.txn_offset_commit.v3 import request as txn_v3
 from kio.schema.txn_offset_commit.v5 import request as txn_v5
 
+from moldau.broker.group_service import OFFSETS_TOPIC
+from moldau.coordinator.hashing import partition_for
 from tests.helpers import BrokerProcess
 
 from .clients import create_topic, unique
+from .txn_wire import write_markers
 from .wire import WireClient
 
 
@@ -140,3 +146,45 @@ def test_restart_keeps_offsets_pending(make_broker: Any) -> None:
         assert fetch(client, group, topic, (0,), stable=True) == {
             0: (-1, ErrorCode.unstable_offset_commit)}
         assert fetch(client, group, topic, (0,), stable=False) == {0: (5, ErrorCode.none)}
+
+
+def _offsets_partition(client: WireClient, group: str) -> int:
+    """The ``__consumer_offsets`` partition of a group (Kafka's hashing of the group id)."""
+    response = client.request(metadata_v12.MetadataRequest(
+        topics=(metadata_v12.MetadataRequestTopic(name=OFFSETS_TOPIC, topic_id=None),),
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return partition_for(group, len(response.topics[0].partitions))
+
+
+def _end(client: WireClient, group: str, pid: int, commit: bool) -> None:
+    """WriteTxnMarkers for the group's offsets partition, as the transaction coordinator."""
+    partition = _offsets_partition(client, group)
+    assert write_markers(client, OFFSETS_TOPIC, pid, commit, (partition,)) == [ErrorCode.none]
+
+
+def test_markers_commit_or_drop_and_a_restart_replays_them(make_broker: Any) -> None:
+    broker = make_broker()
+    topic = unique("txo-markers")
+    committed, aborted, open_ = (unique("txo-commit"), unique("txo-abort"), unique("txo-open"))
+    create_topic(broker.bootstrap, topic, 1)
+    tp = (topic, 0)
+    with WireClient.to(broker.bootstrap) as client:
+        pids = [_producer_id(client) for _ in range(3)]
+        for group, pid in zip((committed, aborted, open_), pids, strict=True):
+            _commit(client, group, topic, {0: 5})
+            assert txn_commit(client, group, pid, {tp: 10 + pid % 7}) == {tp: ErrorCode.none}
+        _end(client, committed, pids[0], commit=True)
+        _end(client, aborted, pids[1], commit=False)
+        expected = {committed: (10 + pids[0] % 7, ErrorCode.none),
+                    aborted: (5, ErrorCode.none),
+                    open_: (-1, ErrorCode.unstable_offset_commit)}
+        for group, answer in expected.items():
+            assert fetch(client, group, topic, (0,), stable=True) == {0: answer}, group
+    broker.restart()
+    with WireClient.to(broker.bootstrap) as client:
+        for group, answer in expected.items():
+            assert fetch(client, group, topic, (0,), stable=True) == {0: answer}, group
+        # The open transaction ends after the restart: its offsets become committed.
+        _end(client, open_, pids[2], commit=True)
+        assert fetch(client, open_, topic, (0,), stable=True) == {
+            0: (10 + pids[2] % 7, ErrorCode.none)}

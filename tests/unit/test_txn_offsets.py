@@ -8,17 +8,14 @@ restart or failover would.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import crc32c
 import pytest
 from kio.schema.errors import ErrorCode
 
-from moldau.broker.group_service import marker_is_commit
 from moldau.coordinator.manager import CommittedOffset, GroupCoordinator, GroupLoader
-from moldau.coordinator.records import RecordFormatError
-from moldau.log.batch import ATTRIBUTES_POS, CRC_POS, read_header
+from moldau.log.batch import ATTRIBUTES_POS, read_header
 from moldau.log.records_writer import encode_batch
 
 from .test_group_coordinator import DAY
@@ -244,25 +241,6 @@ def test_replay_later_plain_commit_wins(h: Harness) -> None:
 
 
 # -- the bytes ------------------------------------------------------------------------------
-
-
-def _control_batch(kind: int, producer_id: int = PID) -> memoryview:
-    """A control batch as Kafka writes it: key (version 0, type), value (version 0, epoch)."""
-    batch = bytearray(encode_batch([(struct.pack(">hh", 0, kind), struct.pack(">hi", 0, 7))],
-                                   123, producer_id=producer_id, producer_epoch=0,
-                                   transactional=True))
-    struct.pack_into(">h", batch, ATTRIBUTES_POS, 0x30)  # transactional + control
-    struct.pack_into(">I", batch, CRC_POS, crc32c.crc32c(batch[ATTRIBUTES_POS:]))
-    return memoryview(bytes(batch))
-
-
-def test_marker_decoding() -> None:
-    assert marker_is_commit(_control_batch(1)) is True
-    assert marker_is_commit(_control_batch(0)) is False
-    header = read_header(_control_batch(1), 0, 0)
-    assert header.is_control and header.is_transactional and header.producer_id == PID
-    with pytest.raises(RecordFormatError):
-        marker_is_commit(_control_batch(1)[:64])
 
 
 def test_transactional_batch_header() -> None:

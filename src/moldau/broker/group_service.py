@@ -17,8 +17,9 @@ decisions out on the event loop:
   offset expiry) and is woken early when an event brings that deadline forward. No polling.
 - TxnOffsetCommit appends the offsets as a transactional batch of the committing producer
   (its id and epoch, base sequence 0 as Kafka writes it), acks=all; they are pending in the
-  coordinator until H1's marker writer calls :meth:`GroupService.complete_transaction` once
-  the producer's COMMIT or ABORT marker is on the group's partition.
+  coordinator until the marker writer (``handlers/txn_markers.write_marker``) calls
+  :meth:`GroupService.complete_transaction` once the producer's COMMIT or ABORT marker is on
+  the group's partition. Replay reads markers with ``log/control_batch.marker_of``.
 - At start-up every ``__consumer_offsets`` partition is replayed into the coordinator,
   synchronously, before the broker listens; requests in the meantime are impossible, but the
   ``loading`` flag is kept so handlers answer COORDINATOR_LOAD_IN_PROGRESS should loading
@@ -60,7 +61,7 @@ from ..coordinator.manager import (
 )
 from ..coordinator.offsets import OffsetAndMetadata, TopicPartition
 from ..coordinator.records import RecordFormatError
-from ..log.batch import BATCH_HEADER_SIZE
+from ..log.control_batch import ControlType, marker_of
 from ..log.errors import (
     InvalidProducerEpochError,
     LogError,
@@ -90,38 +91,8 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-#: Control record key type of a COMMIT marker (0 is ABORT).
-_COMMIT_MARKER = 1
 #: Kafka writes every transactional offset commit batch with base sequence 0.
 _TXN_OFFSET_COMMIT_SEQUENCE = 0
-
-
-def _read_uvarint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise RecordFormatError("truncated varint in a control record")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def marker_is_commit(batch: memoryview) -> bool:
-    """Whether a control batch is a COMMIT marker (else ABORT), from its one record's key
-    ``version int16, type int16``; raises RecordFormatError on anything else. (Control
-    batches are never compressed.)"""
-    _, pos = _read_uvarint(batch, BATCH_HEADER_SIZE)  # record length
-    pos += 1  # record attributes
-    _, pos = _read_uvarint(batch, pos)  # timestamp delta
-    _, pos = _read_uvarint(batch, pos)  # offset delta
-    raw, pos = _read_uvarint(batch, pos)
-    key_length = (raw >> 1) ^ -(raw & 1)
-    if key_length < 4 or pos + 4 > len(batch):
-        raise RecordFormatError("control record without a marker key")
-    return int.from_bytes(batch[pos + 2:pos + 4], "big", signed=True) == _COMMIT_MARKER
 
 
 def _fenced(producers: ProducerState, producer_id: int, producer_epoch: int) -> bool:
@@ -254,7 +225,8 @@ class GroupService:
             try:
                 if header.is_control:
                     if header.producer_id >= 0:
-                        loader.apply_marker(header.producer_id, marker_is_commit(batch))
+                        control, _epoch = marker_of(batch)
+                        loader.apply_marker(header.producer_id, control is ControlType.COMMIT)
                     continue
                 for record in iter_batch_records(batch):
                     if record.offset < start:
