@@ -398,25 +398,6 @@ def test_compressed_batches_are_cleaned_and_stay_compressed(tmp_path: Path, code
         assert crc32c.crc32c(raw[21:]) == struct.unpack_from(">I", raw, 17)[0]
 
 
-def test_transactional_and_control_batches_are_kept_as_they_are(tmp_path: Path) -> None:
-    h = Harness(tmp_path)
-    txn = build_batch([Record(b"k", b"in-txn", NOW)], producer_id=3, producer_epoch=0,
-                      base_sequence=0, transactional=True)
-    marker = build_batch([Record(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", NOW)],
-                         producer_id=3, producer_epoch=0, transactional=True, control=True)
-    h.put(b"k", b"before")
-    h.append(txn)
-    h.append(marker)
-    h.put(b"k", b"after")
-    h.log.roll(NOW)
-    h.clean()
-    kept = [bytes(b) for b in raw_batches(h.log)]
-    # The txn and marker batches are byte for byte the same (after offset and leader epoch);
-    # "before" is obsolete.
-    assert txn[16:] in [b[16:] for b in kept] and marker[16:] in [b[16:] for b in kept]
-    assert [v for _, _, v in h.entries()] == [b"in-txn", b"\x00" * 6, b"after"]
-
-
 def test_last_batch_of_a_producer_stays_as_an_empty_batch(tmp_path: Path) -> None:
     h = Harness(tmp_path, segment_bytes=1 << 20)
     h.append(build_batch([Record(b"k", b"1", NOW)], producer_id=5, producer_epoch=1,
@@ -589,7 +570,7 @@ class CrashingSwaps:
             real_rename(src, dst)
 
         def unlink(path: Path, missing_ok: bool = False) -> None:
-            if self.in_swap and path.suffix in (".log", ".index", ".timeindex"):
+            if self.in_swap and path.suffix in (".log", ".index", ".timeindex", ".txnindex"):
                 self.step()
             if not self.dead:
                 real_unlink(path, missing_ok=missing_ok)

@@ -2,10 +2,12 @@
 
 Kafka's vocabulary: a compacted log is a *clean* part (already compacted, from the log start
 to the cleaner checkpoint) followed by a *dirty* part. The dirty part is cleanable up to the
-*first uncleanable offset*: the active segment's base offset, or earlier, the first batch
-still inside ``min.compaction.lag.ms``. A log is worth cleaning when dirty bytes / (clean +
-dirty bytes) reaches ``min.cleanable.dirty.ratio``, or when its oldest dirty batch is older
-than ``max.compaction.lag.ms``.
+*first uncleanable offset*: the active segment's base offset, or earlier, the log's first
+unstable offset (the first offset of the oldest transaction still open or whose marker is not
+yet below the high watermark: its fate is not settled, and so neither is what follows it), or
+earlier still, the first batch still inside ``min.compaction.lag.ms``. A log is worth cleaning
+when dirty bytes / (clean + dirty bytes) reaches ``min.cleanable.dirty.ratio``, or when its
+oldest dirty batch is older than ``max.compaction.lag.ms``.
 
 A :class:`LogSnapshot` is taken on the thread that owns the log (the event loop) and is cheap:
 a few attributes per segment plus a reference to each segment's read handle. Everything else
@@ -24,6 +26,7 @@ from .batch import BatchHeader, iter_batch_headers
 from .config import LONG_MAX, LogConfig
 from .file_slice import FileSlice
 from .segment import LogSegment
+from .txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from .partition_log import PartitionLog
@@ -67,6 +70,14 @@ class LogSnapshot:
     #: Tombstones at or above this offset must stay (some replica of the partition may not
     #: have fetched them yet); None: no such limit (a log that is every replica of its data).
     tombstone_bound: int | None = None
+    #: The log's first unstable offset (None: no transaction is undecided), and the
+    #: (segment index, position) of its batch ((len(segments), 0) when not in an inactive one).
+    first_unstable_offset: int | None = None
+    unstable_at: tuple[int, int] | None = None
+    #: The aborted transactions overlapping the inactive segments (from their ``.txnindex``);
+    #: None when the log cannot tell (no transaction support), and then transactional and
+    #: control batches are left exactly as they are.
+    aborted: tuple[AbortedTxn, ...] | None = None
 
     @property
     def log_dir(self) -> Path:
@@ -80,7 +91,8 @@ def take_snapshot(plog: PartitionLog, checkpoint: int | None,
 
     A checkpoint outside the log (below the log start after retention or DeleteRecords, or
     beyond its end after a truncation) falls back to the log start, so the whole log counts
-    as dirty, as in Kafka.
+    as dirty, as in Kafka. The first unstable offset and the aborted transactions are read
+    here too: both come from the log's in-memory producer state and ``.txnindex`` entries.
     """
     segments = plog.segments
     inactive = tuple(
@@ -93,15 +105,25 @@ def take_snapshot(plog: PartitionLog, checkpoint: int | None,
     outside = checkpoint is None or not start <= checkpoint <= plog.log_end_offset
     first_dirty = start if outside or checkpoint is None else checkpoint
     first_dirty = min(first_dirty, active_base)
-    at = (len(inactive), 0)
-    for i, snap in enumerate(inactive):
-        if snap.next_offset > first_dirty:
-            header = snap.segment.find_batch(first_dirty)
-            if header is not None:
-                at = (i, header.position)
-                break
+    at = _position_of(inactive, first_dirty)
+    unstable: int | None = getattr(plog, "first_unstable_offset", None)
+    unstable_at = None if unstable is None else _position_of(inactive, unstable)
+    collect = getattr(plog, "aborted_transactions", None)
+    aborted = None if collect is None else tuple(collect(start, active_base))
     return LogSnapshot(plog, plog.topic, plog.partition, plog.directory, plog.config, start,
-                       inactive, active_base, first_dirty, at, tombstone_bound)
+                       inactive, active_base, first_dirty, at, tombstone_bound, unstable,
+                       unstable_at, aborted)
+
+
+def _position_of(inactive: tuple[SegmentSnapshot, ...], offset: int) -> tuple[int, int]:
+    """(segment index, position) of the batch holding ``offset`` among ``inactive``;
+    (len(inactive), 0) when it is past them."""
+    for i, snap in enumerate(inactive):
+        if snap.next_offset > offset:
+            header = snap.segment.find_batch(offset)
+            if header is not None:
+                return i, header.position
+    return len(inactive), 0
 
 
 def iter_headers_between(
@@ -153,23 +175,29 @@ def _bytes_before(snapshot: LogSnapshot, at: tuple[int, int]) -> int:
 def cleanable_range(snapshot: LogSnapshot, now_ms: int) -> CleanableRange:
     """Measure the dirty range of ``snapshot`` at ``now_ms`` (reads batch headers only).
 
-    The range ends at the active segment, or at the first dirty batch whose maxTimestamp is
-    within ``min.compaction.lag.ms`` of now: records that recent must stay uncompacted, and
-    so must everything after them, since the range is one contiguous run of offsets.
-    Segments whose maximum is already old enough are skipped without reading them.
+    The range ends at the active segment, at the first unstable offset, or at the first dirty
+    batch whose maxTimestamp is within ``min.compaction.lag.ms`` of now: records that recent
+    must stay uncompacted, and so must everything after them, since the range is one
+    contiguous run of offsets. Segments whose maximum is already old enough are skipped
+    without reading them.
     """
     config = snapshot.config
     segments = snapshot.segments
     dirty_at = snapshot.first_dirty_at
     end_offset, end_at = snapshot.active_base_offset, (len(segments), 0)
     first_dirty = snapshot.first_dirty_offset
+    unstable = snapshot.first_unstable_offset
+    if unstable is not None and snapshot.unstable_at is not None and unstable < end_offset:
+        end_offset = max(unstable, first_dirty)
+        end_at = max(snapshot.unstable_at, dirty_at)
     if config.min_compaction_lag_ms > 0 and dirty_at[0] < len(segments):
         horizon = now_ms - config.min_compaction_lag_ms
-        for i in range(dirty_at[0], len(segments)):
+        for i in range(dirty_at[0], min(end_at[0] + 1, len(segments))):
             if segments[i].max_timestamp <= horizon:
                 continue
             start = dirty_at[1] if i == dirty_at[0] else 0
-            for header in iter_batch_headers(segments[i].fd, start, segments[i].size):
+            stop = end_at[1] if i == end_at[0] else segments[i].size
+            for header in iter_batch_headers(segments[i].fd, start, stop):
                 if header.max_timestamp > horizon:
                     end_offset = max(header.base_offset, first_dirty)
                     end_at = (i, header.position)

@@ -9,7 +9,8 @@ swap the result in (:mod:`swap`), and move the log's cleaner checkpoint to the e
 cleaned range. A log is also cleaned when a tombstone it kept has since passed
 ``delete.retention.ms`` (remembered in memory; after a restart such a log waits for new dirty
 data, as in Kafka before KIP-534), or when a tombstone it kept only because of the log's
-tombstone bound is now below it.
+tombstone bound is now below it. Transaction markers whose transaction a pass removed are
+remembered the same way, so the pass that removes the marker follows (:mod:`txn_cleaning`).
 
 Tombstone bound: a function given by the broker names, per log, the offset from which
 tombstones must stay whatever their age (in a cluster: the lowest position any replica of the
@@ -53,6 +54,7 @@ from .compactor import (
 )
 from .offset_map import build_offset_map
 from .swap import CLEANED_SUFFIX
+from .txn_cleaning import TxnCleaning
 
 if TYPE_CHECKING:
     from .manager import LogManager
@@ -94,6 +96,10 @@ class CleanResult:
     bytes_after: int
     records_removed: int
     tombstones_removed: int
+    #: Records of aborted transactions removed (included in records_removed).
+    aborted_records_removed: int = 0
+    #: Transaction markers removed.
+    markers_removed: int = 0
 
 
 def _now_ms() -> int:
@@ -178,10 +184,11 @@ class LogCleaner(BackgroundWorker):
             if result is not None:
                 results.append(result)
                 log.info(
-                    "cleaned %s-%d up to offset %d: %d -> %d bytes, %d records and %d "
-                    "tombstones removed", result.topic, result.partition, result.end_offset,
-                    result.bytes_before, result.bytes_after, result.records_removed,
-                    result.tombstones_removed,
+                    "cleaned %s-%d up to offset %d: %d -> %d bytes, %d records (%d aborted), "
+                    "%d tombstones and %d markers removed", result.topic, result.partition,
+                    result.end_offset, result.bytes_before, result.bytes_after,
+                    result.records_removed, result.aborted_records_removed,
+                    result.tombstones_removed, result.markers_removed,
                 )
         self._forget_missing(snapshots)
         return results
@@ -235,7 +242,8 @@ class LogCleaner(BackgroundWorker):
         snapshot = cleanable.snapshot
         config = snapshot.config
         tp = (snapshot.topic, snapshot.partition)
-        offset_map = build_offset_map(cleanable, self.config.max_map_entries, self._stop)
+        txns = None if snapshot.aborted is None else TxnCleaning.of(snapshot.aborted)
+        offset_map = build_offset_map(cleanable, self.config.max_map_entries, self._stop, txns)
         end = offset_map.end_offset
         rewritten = [s for s in snapshot.segments if s.base_offset < end]
         groups = group_segments(rewritten, config.segment_bytes)
@@ -247,7 +255,8 @@ class LogCleaner(BackgroundWorker):
         segments_after = 0
         for group in groups:
             cleaned, changed = write_cleaned_group(
-                group, snapshot.directory, config, rules, retained, stats, now_ms, self._stop)
+                group, snapshot.directory, config, rules, retained, stats, now_ms, self._stop,
+                txns)
             if not changed:
                 cleaned.delete()
                 bytes_after += group[0].size
@@ -284,5 +293,5 @@ class LogCleaner(BackgroundWorker):
             snapshot.topic, snapshot.partition, cleanable.first_dirty_offset, end,
             cleanable.dirty_ratio, len(rewritten), segments_after,
             sum(s.size for s in rewritten), bytes_after, stats.records_removed,
-            stats.tombstones_removed,
+            stats.tombstones_removed, stats.aborted_records_removed, stats.markers_removed,
         )

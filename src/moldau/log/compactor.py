@@ -16,8 +16,16 @@ segment with the base offset of its first member. Within a batch, a record is ke
   computes the bound; here it is one offset folded into ``tombstone_end``).
 
 Records without a key are always kept (producers cannot write them to a compacted topic, but
-the topic may have been switched to compact later). Control and transactional batches are
-copied as they are.
+the topic may have been switched to compact later).
+
+Transactions (:mod:`txn_cleaning`): batches of committed transactions are cleaned like any
+data. Batches of aborted transactions lose every record. A marker (control batch) is copied
+as it is until no batch of its transaction was read in a pass, and then removed under the
+tombstones' conditions (cleaned before, below the tombstone bound, its maxTimestamp older than
+``delete.retention.ms``); the ABORT markers a cleaned segment keeps take their ``.txnindex``
+entries into its new index. Nothing at or after the end of the cleanable range, which never
+passes the first unstable offset, is changed. A log that cannot tell aborted transactions from
+committed ones (no aborted list) gets its transactional and control batches copied as they are.
 
 Offsets never change. A batch that loses some records is re-encoded with the same base offset,
 lastOffsetDelta, base timestamp, producer id/epoch/base sequence and attributes, and the kept
@@ -26,7 +34,10 @@ records byte for byte (their deltas stay valid); only the record count, the maxT
 compressed again with its own codec. A batch that loses every record is dropped, except the
 last batch of a group and the last batch of each producer in the rewritten range: those stay
 as an empty batch (header only), as Kafka keeps them, so that the group still ends at the same
-offset (which :mod:`swap` relies on to recover) and a producer's sequence state survives.
+offset (which :mod:`swap` relies on to recover) and a producer's sequence state survives. A
+producer's last batch here is its last *data* batch (Kafka's lastDataOffset): a marker is
+never kept for that reason, and a kept empty transactional batch keeps its marker with it.
+A marker that is the last batch of a group stays whole.
 """
 
 from __future__ import annotations
@@ -46,9 +57,11 @@ from .batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
+    CONTROL_BIT,
     CRC_POS,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
+    TRANSACTIONAL_BIT,
     BatchHeader,
     iter_batch_headers,
     read_header,
@@ -60,6 +73,7 @@ from .offset_map import OffsetMap
 from .records import RecordView, compress_records, decode_records
 from .segment import MAX_RELATIVE_OFFSET, LogSegment
 from .swap import CLEANED_SUFFIX
+from .txn_cleaning import TxnCleaning
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +82,8 @@ _UINT32 = struct.Struct(">I")
 #: Cleaned output is appended to the new segment in chunks of about this size.
 _WRITE_CHUNK = 1 << 20
 _READ_CHUNK = 1 << 20
+#: One attribute test sends transactional and control batches off the plain path.
+_TXN_BITS = TRANSACTIONAL_BIT | CONTROL_BIT
 
 
 @dataclass(slots=True)
@@ -77,12 +93,17 @@ class RewriteStats:
     records_removed: int = 0
     tombstones_removed: int = 0
     batches_removed: int = 0
+    #: Records of aborted transactions removed (also counted in records_removed).
+    aborted_records_removed: int = 0
+    #: Transaction markers (control batches) removed (also counted in batches_removed).
+    markers_removed: int = 0
     #: Smallest (batch maxTimestamp + delete.retention.ms) of the tombstones kept below the
     #: tombstone bound in the range that is clean after this pass: when the next pass could
-    #: remove one. None: none.
+    #: remove one. None: none. Markers whose transaction this pass removed count too.
     next_tombstone_expiry_ms: int | None = None
-    #: Lowest offset of a tombstone kept in that range only because it is at or above the
-    #: tombstone bound: a later pass may remove it once the bound has passed it. None: none.
+    #: Lowest offset of a tombstone (or such a marker) kept in that range only because it is
+    #: at or above the tombstone bound: a later pass may remove it once the bound has passed
+    #: it. None: none.
     lowest_held_tombstone: int | None = None
 
 
@@ -183,12 +204,80 @@ def _encode(header: BatchHeader, records: bytes, kept: Sequence[RecordView]) -> 
 
 def filter_batch(
     header: BatchHeader, batch: memoryview, rules: CleaningRules, retain: bool,
-    stats: RewriteStats,
+    stats: RewriteStats, txns: TxnCleaning | None = None,
 ) -> bytes | memoryview | None:
     """The batch to write in place of ``batch`` (the same view when nothing changes), or
-    None to drop it. ``retain``: keep at least an empty batch (see the module docstring)."""
-    if header.is_control or header.is_transactional:
+    None to drop it. ``retain``: keep at least an empty batch (see the module docstring).
+    ``txns``: the pass's transactions (None: copy transactional batches as they are)."""
+    if header.attributes & _TXN_BITS:
+        if txns is None:
+            return batch
+        if header.is_control:
+            return _filter_marker(header, batch, rules, retain, stats, txns)
+        aborted = txns.aborted_entry(header.producer_id, header.base_offset)
+        if header.base_offset >= rules.offset_map.end_offset:
+            txns.observe(header.producer_id, aborted, written=True)
+            return batch
+        if aborted is not None:
+            txns.observe(header.producer_id, aborted, written=retain)
+            stats.records_removed += header.records_count
+            stats.aborted_records_removed += header.records_count
+            if retain:
+                return batch if header.records_count == 0 else _encode(header, b"", ())
+            stats.batches_removed += 1
+            return None
+        result = _filter_data(header, batch, rules, retain, stats)
+        txns.observe(header.producer_id, None, written=result is not None)
+        return result
+    return _filter_data(header, batch, rules, retain, stats)
+
+
+def _filter_marker(
+    header: BatchHeader, batch: memoryview, rules: CleaningRules, retain: bool,
+    stats: RewriteStats, txns: TxnCleaning,
+) -> memoryview | None:
+    """A marker: dropped, or kept whole (see the module docstring)."""
+    offset = header.base_offset
+    aborted, seen = txns.close(header.producer_id, offset)
+    if offset >= rules.offset_map.end_offset:  # past the cleanable end: untouched
+        if aborted is not None:
+            txns.keep_aborted(aborted)
         return batch
+    expired = (offset < rules.tombstone_end
+               and header.max_timestamp < rules.tombstone_horizon_ms)
+    if not seen.observed and expired and not retain:
+        stats.markers_removed += 1
+        stats.batches_removed += 1
+        return None
+    if aborted is not None:
+        txns.keep_aborted(aborted)
+    if not seen.written and not (not seen.observed and expired):
+        # Kept for a reason that will pass (its transaction's batches went in this pass, its
+        # age, the replicas): schedule the pass that can remove it, as for a tombstone.
+        _note_held(offset, header.max_timestamp, rules, stats)
+    return batch
+
+
+def _note_held(offset: int, max_timestamp: int, rules: CleaningRules,
+               stats: RewriteStats) -> None:
+    """Note a kept marker at ``offset`` (below the new clean point) for a later pass."""
+    if offset >= rules.offset_map.end_offset:
+        return
+    bound = rules.tombstone_bound
+    if bound is not None and offset >= bound:
+        if stats.lowest_held_tombstone is None or offset < stats.lowest_held_tombstone:
+            stats.lowest_held_tombstone = offset
+        return
+    expiry = max_timestamp + rules.delete_retention_ms
+    current = stats.next_tombstone_expiry_ms
+    stats.next_tombstone_expiry_ms = expiry if current is None else min(current, expiry)
+
+
+def _filter_data(
+    header: BatchHeader, batch: memoryview, rules: CleaningRules, retain: bool,
+    stats: RewriteStats,
+) -> bytes | memoryview | None:
+    """A data batch without its obsolete records and expired tombstones."""
     if header.records_count == 0:  # left empty by an earlier clean: still needed?
         if retain:
             return batch
@@ -251,7 +340,8 @@ def _note_kept_tombstones(
 
 def last_batches(groups: Sequence[Sequence[SegmentSnapshot]]) -> set[int]:
     """Base offsets of the batches that must survive, at least empty: the last of each group
-    and the last of each producer id in the whole rewritten range (headers only)."""
+    and the last data batch of each producer id in the whole rewritten range (headers
+    only)."""
     retained: set[int] = set()
     by_producer: dict[int, int] = {}
     for group in groups:
@@ -259,7 +349,7 @@ def last_batches(groups: Sequence[Sequence[SegmentSnapshot]]) -> set[int]:
         for snap in group:
             for header in iter_batch_headers(snap.fd, 0, snap.size):
                 last = header.base_offset
-                if header.producer_id >= 0:
+                if header.producer_id >= 0 and not header.is_control:
                     by_producer[header.producer_id] = header.base_offset
         if last is not None:
             retained.add(last)
@@ -276,8 +366,10 @@ def write_cleaned_group(
     stats: RewriteStats,
     now_ms: int,
     stop: threading.Event | None = None,
+    txns: TxnCleaning | None = None,
 ) -> tuple[LogSegment, bool]:
-    """Write one group's cleaned segment under the ``.cleaned`` suffix, sealed and fsynced.
+    """Write one group's cleaned segment under the ``.cleaned`` suffix, sealed and fsynced,
+    with the ``.txnindex`` entries of the ABORT markers it keeps.
 
     Returns the new segment and whether it differs from the input in any batch; the caller
     discards an unchanged single-segment group instead of swapping it in.
@@ -302,7 +394,7 @@ def write_cleaned_group(
                 if stop is not None and stop.is_set():
                     raise StopRequested
                 result = filter_batch(header, batch, rules, header.base_offset in retained,
-                                      stats)
+                                      stats, txns)
                 if result is not batch:
                     changed = True
                 if result is None:
@@ -314,6 +406,10 @@ def write_cleaned_group(
                     out, headers = bytearray(), []
         if headers:
             cleaned.append((out,), headers)
+        if txns is not None:
+            aborted = txns.take_kept_aborted()
+            if aborted:
+                cleaned.txn_index.rebuild(aborted)
         cleaned.seal()
         cleaned.flush()
     except BaseException:

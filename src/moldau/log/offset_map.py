@@ -5,9 +5,12 @@ and exact (no digest collisions to reason about). Its memory is bounded by ``max
 when the map is full, the cleanable range is cut at the next batch boundary, as Kafka cuts
 it when its dedupe buffer is full, and the rest is left for the next pass.
 
-Transactional and control batches are not read: a record of a transaction that may yet be
-aborted must never make an older committed value look obsolete. (Their records are also left
-in place by the rewrite; removing aborted transactions is a later piece of work.)
+Control batches (transaction markers) are not read, nor are the batches of aborted
+transactions: an aborted record must never make an older committed value look obsolete.
+Batches of committed transactions are mapped like any data. The range never reaches the log's
+first unstable offset (:mod:`cleanable`), so every transaction in it is decided
+(:mod:`txn_cleaning`). A log without transaction support (no aborted list) leaves its
+transactional batches out altogether, as they are then also left whole by the rewrite.
 """
 
 from __future__ import annotations
@@ -18,11 +21,16 @@ import threading
 from dataclasses import dataclass, field
 
 from .background import StopRequested
+from .batch import CONTROL_BIT, TRANSACTIONAL_BIT
 from .cleanable import CleanableRange, iter_headers_between
 from .errors import CorruptRecordError
 from .records import decode_records
+from .txn_cleaning import TxnCleaning
 
 log = logging.getLogger(__name__)
+
+#: One attribute test keeps plain batches on the fast path.
+_TXN_BITS = TRANSACTIONAL_BIT | CONTROL_BIT
 
 
 @dataclass(slots=True)
@@ -40,14 +48,16 @@ class OffsetMap:
 
 
 def build_offset_map(
-    cleanable: CleanableRange, max_entries: int, stop: threading.Event | None = None
+    cleanable: CleanableRange, max_entries: int, stop: threading.Event | None = None,
+    txns: TxnCleaning | None = None,
 ) -> OffsetMap:
     """Read the dirty range's records and map each key to its last offset.
 
     ``end_offset`` of the result is the cleanable range's end, or an earlier batch boundary
     when ``max_entries`` keys were reached first (at least one batch is always mapped, so each
     pass makes progress). A batch whose records do not decode is logged and left out: the
-    rewrite then keeps it whole, which is always safe.
+    rewrite then keeps it whole, which is always safe. ``txns`` tells aborted transactional
+    batches from committed ones (None: leave every transactional batch out).
     """
     snapshot = cleanable.snapshot
     first, end = cleanable.first_dirty_offset, cleanable.first_uncleanable_offset
@@ -59,7 +69,9 @@ def build_offset_map(
             raise StopRequested
         if header.base_offset >= end:
             break
-        if header.is_control or header.is_transactional:
+        if header.attributes & _TXN_BITS and (
+                txns is None or header.is_control
+                or txns.is_aborted(header.producer_id, header.base_offset)):
             continue
         batch = os.pread(snapshot.segments[i].fd, header.size, header.position)
         try:

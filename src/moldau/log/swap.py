@@ -1,11 +1,13 @@
 """Putting a cleaned segment in place of the segments it replaces, crash-safely, as Kafka does.
 
 The cleaner writes its output under temporary names, ``<base>.log.cleaned`` (and
-``.index.cleaned``, ``.timeindex.cleaned``), fsyncs it, then commits in three steps:
+``.index.cleaned``, ``.timeindex.cleaned`` and, when it keeps ABORT markers,
+``.txnindex.cleaned``), fsyncs it, then commits in three steps:
 
 1. rename the indexes, then the log, from ``.cleaned`` to ``.swap``, and fsync the directory;
 2. delete the replaced segments' files (open descriptors keep them readable for fetches);
-3. rename the indexes, then the log, from ``.swap`` to their final names.
+3. rename the indexes (the offset index first), then the log, from ``.swap`` to their final
+   names.
 
 The existence of ``<base>.log.swap`` is the commit point. :func:`finish_interrupted_swaps`,
 run before a partition's segments are loaded, makes a crash at any moment end in a valid log:
@@ -14,9 +16,13 @@ run before a partition's segments are loaded, makes a crash at any moment end in
 - an index ``.swap`` without its ``.log.swap`` is a crash inside step 1: deleted too;
 - a ``<base>.log.swap`` is a committed clean: every segment whose base offset lies in
   ``[base, next offset of the swap segment)`` is one it replaces and is deleted, then the
-  swap files take their final names. An index missing at that point (a crash inside step 3
-  after the old index of the same base was already deleted) is rebuilt by the ordinary
-  index check of segment loading, so an old index is never paired with a new log.
+  swap files take their final names. When ``<base>.index.swap`` is gone, step 3 had begun,
+  so step 2 had deleted every replaced file: the files already named ``<base>.*`` are the
+  cleaned segment's own and stay. This matters for the ``.txnindex``, which, unlike the
+  offset and time indexes, cannot be rebuilt from the segment alone (an ABORT marker does
+  not say where its transaction began). An offset or time index missing at that point is
+  rebuilt by the ordinary index check of segment loading, so an old index is never paired
+  with a new log.
 
 The range rule needs the cleaned segment to end where the replaced group ended; the cleaner
 guarantees it by never dropping the group's last batch (see :mod:`compactor`).
@@ -32,14 +38,15 @@ from pathlib import Path
 from .batch import RecoveryScan
 from .checkpoint import fsync_dir
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from .txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 #: Every file of a segment; the log last, so that its rename is the commit of a rename step.
-_RENAME_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
+_RENAME_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 
 
 def _base_of(name: str, suffix: str) -> int | None:
@@ -102,11 +109,15 @@ def _finish_swap(directory: Path, base: int) -> None:
         return
     log.info("%s: completing the swap of cleaned segment %d (offsets %d..%d)",
              directory.name, base, base, next_offset - 1)
+    renaming = not (directory / f"{base:020d}{INDEX_SUFFIX}{SWAP_SUFFIX}").exists()
     for name in os.listdir(directory):
         for suffix in _SEGMENT_SUFFIXES:
             other = _base_of(name, suffix)
-            if other is not None and base <= other < next_offset:
-                (directory / name).unlink(missing_ok=True)
+            if other is None or not base <= other < next_offset:
+                continue
+            if renaming and other == base:
+                continue  # renamed in step 3 already: the cleaned segment's own file
+            (directory / name).unlink(missing_ok=True)
     for suffix in _RENAME_ORDER:
         source = directory / f"{base:020d}{suffix}{SWAP_SUFFIX}"
         if source.exists():
