@@ -74,10 +74,8 @@ class LogSnapshot:
     #: (segment index, position) of its batch ((len(segments), 0) when not in an inactive one).
     first_unstable_offset: int | None = None
     unstable_at: tuple[int, int] | None = None
-    #: The aborted transactions overlapping the inactive segments (from their ``.txnindex``);
-    #: None when the log cannot tell (no transaction support), and then transactional and
-    #: control batches are left exactly as they are.
-    aborted: tuple[AbortedTxn, ...] | None = None
+    #: The aborted transactions overlapping the inactive segments (from their ``.txnindex``).
+    aborted: tuple[AbortedTxn, ...] = ()
 
     @property
     def log_dir(self) -> Path:
@@ -106,10 +104,9 @@ def take_snapshot(plog: PartitionLog, checkpoint: int | None,
     first_dirty = start if outside or checkpoint is None else checkpoint
     first_dirty = min(first_dirty, active_base)
     at = _position_of(inactive, first_dirty)
-    unstable: int | None = getattr(plog, "first_unstable_offset", None)
+    unstable = plog.first_unstable_offset
     unstable_at = None if unstable is None else _position_of(inactive, unstable)
-    collect = getattr(plog, "aborted_transactions", None)
-    aborted = None if collect is None else tuple(collect(start, active_base))
+    aborted = tuple(plog.aborted_transactions(start, active_base))
     return LogSnapshot(plog, plog.topic, plog.partition, plog.directory, plog.config, start,
                        inactive, active_base, first_dirty, at, tombstone_bound, unstable,
                        unstable_at, aborted)

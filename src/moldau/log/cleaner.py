@@ -242,8 +242,8 @@ class LogCleaner(BackgroundWorker):
         snapshot = cleanable.snapshot
         config = snapshot.config
         tp = (snapshot.topic, snapshot.partition)
-        txns = None if snapshot.aborted is None else TxnCleaning.of(snapshot.aborted)
-        offset_map = build_offset_map(cleanable, self.config.max_map_entries, self._stop, txns)
+        txns = TxnCleaning.of(snapshot.aborted)
+        offset_map = build_offset_map(cleanable, self.config.max_map_entries, txns, self._stop)
         end = offset_map.end_offset
         rewritten = [s for s in snapshot.segments if s.base_offset < end]
         groups = group_segments(rewritten, config.segment_bytes)
@@ -255,8 +255,8 @@ class LogCleaner(BackgroundWorker):
         segments_after = 0
         for group in groups:
             cleaned, changed = write_cleaned_group(
-                group, snapshot.directory, config, rules, retained, stats, now_ms, self._stop,
-                txns)
+                group, snapshot.directory, config, rules, retained, stats, txns, now_ms,
+                self._stop)
             if not changed:
                 cleaned.delete()
                 bytes_after += group[0].size

@@ -24,8 +24,7 @@ as it is until no batch of its transaction was read in a pass, and then removed 
 tombstones' conditions (cleaned before, below the tombstone bound, its maxTimestamp older than
 ``delete.retention.ms``); the ABORT markers a cleaned segment keeps take their ``.txnindex``
 entries into its new index. Nothing at or after the end of the cleanable range, which never
-passes the first unstable offset, is changed. A log that cannot tell aborted transactions from
-committed ones (no aborted list) gets its transactional and control batches copied as they are.
+passes the first unstable offset, is changed.
 
 Offsets never change. A batch that loses some records is re-encoded with the same base offset,
 lastOffsetDelta, base timestamp, producer id/epoch/base sequence and attributes, and the kept
@@ -204,14 +203,12 @@ def _encode(header: BatchHeader, records: bytes, kept: Sequence[RecordView]) -> 
 
 def filter_batch(
     header: BatchHeader, batch: memoryview, rules: CleaningRules, retain: bool,
-    stats: RewriteStats, txns: TxnCleaning | None = None,
+    stats: RewriteStats, txns: TxnCleaning,
 ) -> bytes | memoryview | None:
     """The batch to write in place of ``batch`` (the same view when nothing changes), or
     None to drop it. ``retain``: keep at least an empty batch (see the module docstring).
-    ``txns``: the pass's transactions (None: copy transactional batches as they are)."""
+    ``txns``: the pass's transactions, followed batch by batch from the log start."""
     if header.attributes & _TXN_BITS:
-        if txns is None:
-            return batch
         if header.is_control:
             return _filter_marker(header, batch, rules, retain, stats, txns)
         aborted = txns.aborted_entry(header.producer_id, header.base_offset)
@@ -364,9 +361,9 @@ def write_cleaned_group(
     rules: CleaningRules,
     retained: set[int],
     stats: RewriteStats,
+    txns: TxnCleaning,
     now_ms: int,
     stop: threading.Event | None = None,
-    txns: TxnCleaning | None = None,
 ) -> tuple[LogSegment, bool]:
     """Write one group's cleaned segment under the ``.cleaned`` suffix, sealed and fsynced,
     with the ``.txnindex`` entries of the ABORT markers it keeps.
@@ -406,10 +403,9 @@ def write_cleaned_group(
                     out, headers = bytearray(), []
         if headers:
             cleaned.append((out,), headers)
-        if txns is not None:
-            aborted = txns.take_kept_aborted()
-            if aborted:
-                cleaned.txn_index.rebuild(aborted)
+        aborted = txns.take_kept_aborted()
+        if aborted:
+            cleaned.txn_index.rebuild(aborted)
         cleaned.seal()
         cleaned.flush()
     except BaseException:

@@ -9,8 +9,7 @@ Control batches (transaction markers) are not read, nor are the batches of abort
 transactions: an aborted record must never make an older committed value look obsolete.
 Batches of committed transactions are mapped like any data. The range never reaches the log's
 first unstable offset (:mod:`cleanable`), so every transaction in it is decided
-(:mod:`txn_cleaning`). A log without transaction support (no aborted list) leaves its
-transactional batches out altogether, as they are then also left whole by the rewrite.
+(:mod:`txn_cleaning`).
 """
 
 from __future__ import annotations
@@ -48,8 +47,8 @@ class OffsetMap:
 
 
 def build_offset_map(
-    cleanable: CleanableRange, max_entries: int, stop: threading.Event | None = None,
-    txns: TxnCleaning | None = None,
+    cleanable: CleanableRange, max_entries: int, txns: TxnCleaning,
+    stop: threading.Event | None = None,
 ) -> OffsetMap:
     """Read the dirty range's records and map each key to its last offset.
 
@@ -57,7 +56,7 @@ def build_offset_map(
     when ``max_entries`` keys were reached first (at least one batch is always mapped, so each
     pass makes progress). A batch whose records do not decode is logged and left out: the
     rewrite then keeps it whole, which is always safe. ``txns`` tells aborted transactional
-    batches from committed ones (None: leave every transactional batch out).
+    batches from committed ones.
     """
     snapshot = cleanable.snapshot
     first, end = cleanable.first_dirty_offset, cleanable.first_uncleanable_offset
@@ -70,8 +69,7 @@ def build_offset_map(
         if header.base_offset >= end:
             break
         if header.attributes & _TXN_BITS and (
-                txns is None or header.is_control
-                or txns.is_aborted(header.producer_id, header.base_offset)):
+                header.is_control or txns.is_aborted(header.producer_id, header.base_offset)):
             continue
         batch = os.pread(snapshot.segments[i].fd, header.size, header.position)
         try:
