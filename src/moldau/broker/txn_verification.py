@@ -161,8 +161,10 @@ async def _ask_coordinator(broker: Broker, transactional_id: str, producer_id: i
 
 
 def _peers(broker: Broker) -> Any:
-    """The pooled peer connections (broker/peer_clients.py), kept by the transaction service."""
-    return getattr(getattr(broker, "transactions", None), "peers", None)
+    """The broker's pooled peer connections (broker/peer_clients.py)."""
+    peers = getattr(broker, "peers", None)
+    return peers if peers is not None else getattr(
+        getattr(broker, "transactions", None), "peers", None)
 
 
 async def _ask_remote(broker: Broker, coordinator: int, transactional_id: str,
