@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from confluent_kafka import TopicPartition
 from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v0.request import InitProducerIdRequest
 from kio.schema.metadata.v12 import request as metadata_v12
@@ -27,7 +28,7 @@ from moldau.broker.group_service import OFFSETS_TOPIC
 from moldau.coordinator.hashing import partition_for
 from tests.helpers import BrokerProcess
 
-from .clients import create_topic, unique
+from .clients import consume, consumer, create_topic, produce_all, producer, unique
 from .txn_wire import write_markers
 from .wire import WireClient
 
@@ -188,3 +189,58 @@ def test_markers_commit_or_drop_and_a_restart_replays_them(make_broker: Any) -> 
         _end(client, open_, pids[2], commit=True)
         assert fetch(client, open_, topic, (0,), stable=True) == {
             0: (10 + pids[2] % 7, ErrorCode.none)}
+
+
+# -- end to end: confluent-kafka's send_offsets_to_transaction --------------------------------
+
+
+def _committed(bootstrap: str, group: str, tp: TopicPartition) -> int:
+    """The group's committed offset as a read_committed consumer sees it (librdkafka then
+    asks for stable offsets and retries while they are unstable)."""
+    c = consumer(bootstrap, **{"group.id": group, "isolation.level": "read_committed"})
+    try:
+        (found,) = c.committed([tp], timeout=30)
+        return int(found.offset)
+    finally:
+        c.close()
+
+
+def _transaction(c: Any, p: Any, sink: str, count: int, *, commit: bool) -> None:
+    """Consume ``count`` records, produce them to ``sink`` and send the consumer's position
+    with the transaction, then commit or abort it."""
+    records = consume(c, count, timeout=30)
+    p.begin_transaction()
+    for record in records:
+        p.produce(sink, value=record.value())
+    p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+    if commit:
+        p.commit_transaction(30)
+    else:
+        p.abort_transaction(30)
+
+
+def test_send_offsets_to_transaction_commits_only_with_the_transaction(make_broker: Any
+                                                                       ) -> None:
+    broker = make_broker()
+    source, sink, group = unique("txo-src"), unique("txo-sink"), unique("txo-eos")
+    create_topic(broker.bootstrap, source, 1)
+    create_topic(broker.bootstrap, sink, 1)
+    produce_all(producer(broker.bootstrap), source,
+                [{"value": f"v{i}".encode()} for i in range(15)])
+    tp = TopicPartition(source, 0)
+    c = consumer(broker.bootstrap, **{"group.id": group, "auto.offset.reset": "earliest",
+                                      "isolation.level": "read_committed"})
+    p = producer(broker.bootstrap, **{"transactional.id": unique("txo-tid")})
+    try:
+        c.subscribe([source])
+        p.init_transactions(30)
+
+        _transaction(c, p, sink, 10, commit=True)
+        assert _committed(broker.bootstrap, group, tp) == 10
+        _transaction(c, p, sink, 5, commit=False)  # consumed up to 15, but the offsets are aborted
+        assert _committed(broker.bootstrap, group, tp) == 10
+    finally:
+        c.close()
+    del p  # librdkafka's producer goes before its broker restarts
+    broker.restart()
+    assert _committed(broker.bootstrap, group, tp) == 10
