@@ -16,6 +16,7 @@ from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequ
 from kio.schema.errors import ErrorCode
 from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 
+from tests.conftest import MakeBroker
 from tests.helpers import BrokerProcess
 
 from .clients import consumer, create_topic, producer, unique, watermarks
@@ -158,3 +159,45 @@ def test_timed_out_transaction_is_aborted(broker: BrokerProcess) -> None:
     assert read_values(broker.bootstrap, topic, 1, "read_uncommitted") == ["left open"]
     with pytest.raises(KafkaException):
         p.commit_transaction(30)
+
+
+def test_state_survives_a_restart(make_broker: MakeBroker) -> None:
+    """kill -9 with transactions in every state: the restarted coordinator replays
+    ``__transaction_state``; the one left between PrepareCommit and CompleteCommit gets its
+    markers and completes, the ongoing one is still ongoing and can be committed."""
+    b = make_broker("moldau.test.hold.transaction.markers=true")
+    topic = unique("txn")
+    create_topic(b.bootstrap, topic, partitions=2)
+    held, open_, done = unique("held"), unique("open"), unique("done")
+    p_done = _txn_producer(b.bootstrap, done)
+    p_done.init_transactions(30)
+    p_held = _txn_producer(b.bootstrap, held)
+    p_held.init_transactions(30)
+    p_held.begin_transaction()
+    for i in range(6):
+        p_held.produce(topic, value=f"h{i}".encode(), partition=i % 2)
+    # EndTxn is answered once PrepareCommit is written; the markers are held back.
+    p_held.commit_transaction(30)
+    p_open = _txn_producer(b.bootstrap, open_)
+    p_open.init_transactions(30)
+    p_open.begin_transaction()
+    p_open.produce(topic, value=b"o0", partition=0)
+    p_open.flush(30)
+    assert state_of(b.bootstrap, held) is not None
+    assert [state_of(b.bootstrap, t)[0] for t in (held, open_, done)] == [  # type: ignore[index]
+        "PrepareCommit", "Ongoing", "Empty"]
+    assert read_values(b.bootstrap, topic, 2, "read_committed") == []  # the LSO waits
+    b.kill9()
+    b.overrides.remove("moldau.test.hold.transaction.markers=true")
+    b.start()
+    assert wait_state(b.bootstrap, held, "CompleteCommit") == "CompleteCommit"
+    assert "resuming COMMIT markers on 2 partitions" in b.stderr_text()
+    assert state_of(b.bootstrap, open_)[0] == "Ongoing"  # type: ignore[index]
+    assert state_of(b.bootstrap, done)[0] == "Empty"  # type: ignore[index]
+    # The producer of the ongoing transaction carries on against the restarted broker.
+    p_open.produce(topic, value=b"o1", partition=1)
+    p_open.commit_transaction(30)
+    assert sorted(read_values(b.bootstrap, topic, 2, "read_committed")) == sorted(
+        [f"h{i}" for i in range(6)] + ["o0", "o1"])
+    for p in (p_done, p_held, p_open):
+        p.flush(5)

@@ -336,6 +336,10 @@ class TransactionService:
     # -- markers -----------------------------------------------------------------------------
 
     def _start_markers(self, marker: Marker) -> None:
+        if self.broker.config.test_hold_transaction_markers:
+            log.warning("transaction %s: holding its markers (moldau.test.hold.transaction."
+                        "markers)", marker.transactional_id)
+            return
         old = self._markers.pop(marker.transactional_id, None)
         if old is not None:
             old.cancel()

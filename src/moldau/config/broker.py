@@ -537,6 +537,10 @@ class BrokerConfig:
         return self._bool("moldau.test.stop.after.dropped.response")
 
     @property
+    def test_hold_transaction_markers(self) -> bool:
+        return self._bool("moldau.test.hold.transaction.markers")
+
+    @property
     def connections_max_idle_ms(self) -> int:
         return self._int("connections.max.idle.ms")
 

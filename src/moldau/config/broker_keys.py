@@ -324,6 +324,10 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("moldau.test.stop.after.dropped.response", BOOL, False, "moldau only, TEST "
               "ONLY: the broker stops itself (SIGSTOP) after dropping a Produce response.",
               LOW),
+    ConfigKey("moldau.test.hold.transaction.markers", BOOL, False, "moldau only, TEST ONLY: "
+              "the transaction coordinator writes PrepareCommit/PrepareAbort but sends no "
+              "markers (the transaction stays in Prepare* until a restart without this key).",
+              LOW),
 ]
 
 #: Keys Kafka lets IncrementalAlterConfigs change on a BROKER resource and that moldau keeps
