@@ -33,13 +33,13 @@ from .txn_wire import write_markers
 from .wire import WireClient
 
 
-def _producer_id(client: WireClient) -> int:
+def new_producer_id(client: WireClient) -> int:
     return int(client.request(InitProducerIdRequest(
         transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60),
     )).producer_id)
 
 
-def _commit(client: WireClient, group: str, topic: str, offsets: dict[int, int]) -> None:
+def plain_commit(client: WireClient, group: str, topic: str, offsets: dict[int, int]) -> None:
     response = client.request(commit_v8.OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=-1, member_id="",
         group_instance_id=None, topics=(commit_v8.OffsetCommitRequestTopic(
@@ -92,8 +92,8 @@ def test_pending_offsets_are_unstable_until_the_marker(broker: BrokerProcess) ->
     topic, group = unique("txo-in"), unique("txo-group")
     create_topic(broker.bootstrap, topic, 2)
     with WireClient.to(broker.bootstrap) as client:
-        pid = _producer_id(client)
-        _commit(client, group, topic, {0: 5})
+        pid = new_producer_id(client)
+        plain_commit(client, group, topic, {0: 5})
         assert txn_commit(client, group, pid, {(topic, 0): 10, (topic, 1): 3}) == {
             (topic, 0): ErrorCode.none, (topic, 1): ErrorCode.none}
         unstable = ErrorCode.unstable_offset_commit
@@ -110,7 +110,7 @@ def test_bad_commits_get_kafkas_errors(broker: BrokerProcess) -> None:
     topic, group = unique("txo-bad"), unique("txo-group")
     create_topic(broker.bootstrap, topic, 1)
     with WireClient.to(broker.bootstrap) as client:
-        pid = _producer_id(client)
+        pid = new_producer_id(client)
         assert txn_commit(client, group, pid, {(topic, 0): 1, (topic, 7): 1,
                                                ("no-such-topic", 0): 1}) == {
             (topic, 0): ErrorCode.none,
@@ -139,8 +139,8 @@ def test_restart_keeps_offsets_pending(make_broker: Any) -> None:
     topic, group = unique("txo-restart"), unique("txo-group")
     create_topic(broker.bootstrap, topic, 1)
     with WireClient.to(broker.bootstrap) as client:
-        pid = _producer_id(client)
-        _commit(client, group, topic, {0: 5})
+        pid = new_producer_id(client)
+        plain_commit(client, group, topic, {0: 5})
         assert txn_commit(client, group, pid, {(topic, 0): 10}) == {(topic, 0): ErrorCode.none}
     broker.restart()
     with WireClient.to(broker.bootstrap) as client:
@@ -157,7 +157,7 @@ def _offsets_partition(client: WireClient, group: str) -> int:
     return partition_for(group, len(response.topics[0].partitions))
 
 
-def _end(client: WireClient, group: str, pid: int, commit: bool) -> None:
+def end_transaction(client: WireClient, group: str, pid: int, commit: bool) -> None:
     """WriteTxnMarkers for the group's offsets partition, as the transaction coordinator."""
     partition = _offsets_partition(client, group)
     assert write_markers(client, OFFSETS_TOPIC, pid, commit, (partition,)) == [ErrorCode.none]
@@ -170,12 +170,12 @@ def test_markers_commit_or_drop_and_a_restart_replays_them(make_broker: Any) -> 
     create_topic(broker.bootstrap, topic, 1)
     tp = (topic, 0)
     with WireClient.to(broker.bootstrap) as client:
-        pids = [_producer_id(client) for _ in range(3)]
+        pids = [new_producer_id(client) for _ in range(3)]
         for group, pid in zip((committed, aborted, open_), pids, strict=True):
-            _commit(client, group, topic, {0: 5})
+            plain_commit(client, group, topic, {0: 5})
             assert txn_commit(client, group, pid, {tp: 10 + pid % 7}) == {tp: ErrorCode.none}
-        _end(client, committed, pids[0], commit=True)
-        _end(client, aborted, pids[1], commit=False)
+        end_transaction(client, committed, pids[0], commit=True)
+        end_transaction(client, aborted, pids[1], commit=False)
         expected = {committed: (10 + pids[0] % 7, ErrorCode.none),
                     aborted: (5, ErrorCode.none),
                     open_: (-1, ErrorCode.unstable_offset_commit)}
@@ -186,7 +186,7 @@ def test_markers_commit_or_drop_and_a_restart_replays_them(make_broker: Any) -> 
         for group, answer in expected.items():
             assert fetch(client, group, topic, (0,), stable=True) == {0: answer}, group
         # The open transaction ends after the restart: its offsets become committed.
-        _end(client, open_, pids[2], commit=True)
+        end_transaction(client, open_, pids[2], commit=True)
         assert fetch(client, open_, topic, (0,), stable=True) == {
             0: (10 + pids[2] % 7, ErrorCode.none)}
 
