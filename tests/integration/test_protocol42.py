@@ -320,6 +320,28 @@ def test_single_node_reassignments_and_elections(broker: Any, admin: KafkaAdminC
                  (1, ErrorCode.election_not_needed.value)])]
 
 
+def test_kafka_python_alter_replica_log_dirs_on_one_dir(broker: Any,
+                                                      admin: KafkaAdminClient) -> None:
+    """kafka-python's alter_replica_log_dirs (AlterReplicaLogDirs v2): the shared broker has one
+    log dir, so a move there is a no-op success; a path outside log.dirs is LOG_DIR_NOT_FOUND
+    and an unknown partition UNKNOWN_TOPIC_OR_PARTITION (moves between two dirs:
+    tests/faults/test_alter_replica_log_dirs.py)."""
+    topic = unique("p42-logdirs")
+    create_topic(broker.bootstrap, topic)
+    with WireClient.to(broker.bootstrap) as wire:
+        described = wire.request(request_class(35, 4)(topics=None))
+    (log_dir,) = [r.log_dir for r in described.results]
+    result = admin.alter_replica_log_dirs({
+        (topic, 0, 0): log_dir,
+        (topic, 5, 0): log_dir,
+        (unique("p42-none"), 0, 0): "/no/such/dir",
+    })
+    assert sorted((tpr.topic == topic, tpr.partition, err.__name__)
+                  for tpr, err in result.items()) == [
+        (False, 0, "LogDirNotFoundError"), (True, 0, "NoError"),
+        (True, 5, "UnknownTopicOrPartitionError")]
+
+
 def test_confluent_describe_topics(broker: Any) -> None:
     """confluent-kafka's describe_topics (librdkafka picks its request from the advertised
     versions) sees every partition with its leader, and the topic id Metadata reports."""

@@ -293,6 +293,8 @@ class Broker:
         self.replicas.throttles.set_rates(
             int(self.config.get("leader.replication.throttled.rate")),  # type: ignore[arg-type]
             int(self.config.get("follower.replication.throttled.rate")))  # type: ignore[arg-type]
+        self.replicas.mover.rate = int(
+            self.config.get("replica.alter.log.dirs.io.max.bytes.per.second"))  # type: ignore[arg-type]
 
     def log_config(self, topic: TopicMetadata) -> Any:
         return to_log_config(effective_topic_config(self.config, topic.configs))
@@ -790,6 +792,8 @@ class Broker:
 
     def start_background(self) -> None:
         loop = asyncio.get_running_loop()
+        # Moves between log dirs that a restart interrupted go on (their future logs).
+        self.replicas.mover.resume_all()
         self._tasks.append(loop.create_task(self._every(
             self.config.log_retention_check_interval_ms, self._retention)))
         self._tasks.append(loop.create_task(self._every(
@@ -890,6 +894,7 @@ class Broker:
             # half removed otherwise); whatever still runs after this is fixed at next start.
             await asyncio.wait(set(self._topic_tasks), timeout=30)
         await self.groups.stop()
+        await self.replicas.mover.stop()
         await self.transactions.stop()
         self.peers.close()
         if self.cluster is not None:

@@ -42,16 +42,20 @@ class Mirror(NamedTuple):
     """A response array answering the request array ``source`` (one entry per element).
 
     ``key`` names the response field that takes the element itself when the request array
-    holds plain values (group ids, topic names); ``nested`` mirrors arrays one level down.
+    holds plain values (group ids, topic names); ``nested`` mirrors arrays one level down;
+    ``through`` flattens: the elements are those of each source element's ``through`` array
+    (AlterReplicaLogDirs answers per topic what it asked per dir and topic).
     """
 
     source: str
     key: str | None = None
     nested: dict[str, tuple[Mirror, ...]] | None = None
+    through: str | None = None
 
 
-def _m(source: str, key: str | None = None, **nested: tuple[Mirror, ...]) -> tuple[Mirror, ...]:
-    return (Mirror(source, key, nested or None),)
+def _m(source: str, key: str | None = None, *, through: str | None = None,
+       **nested: tuple[Mirror, ...]) -> tuple[Mirror, ...]:
+    return (Mirror(source, key, nested or None, through),)
 
 
 _PARTITIONS = _m("partitions")
@@ -87,6 +91,8 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
         "v3_and_below_topics", results_by_partition=_m("partitions", "partition_index"))},
     apis.DESCRIBE_TRANSACTIONS: {"transaction_states": _m("transactional_ids",
                                                           "transactional_id")},
+    apis.ALTER_REPLICA_LOG_DIRS: {"results": _m(
+        "dirs", through="topics", partitions=_m("partitions", "partition_index"))},
     apis.ELECT_LEADERS: {"replica_election_results": _m(
         "topic_partitions", partition_result=_m("partitions", "partition_id"))},
     apis.WRITE_TXN_MARKERS: {"markers": _m("markers", topics=_m(
@@ -96,6 +102,7 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
 #: Response fields copied from the matching request element, with the request's other names.
 KEYS: dict[str, tuple[str, ...]] = {
     "name": ("name",),
+    "topic_name": ("name",),
     "topic": ("topic",),
     "topic_id": ("topic_id",),
     "index": ("index",),
@@ -158,6 +165,9 @@ def _mirror(field: dataclasses.Field[Any], request: Any, mirrors: tuple[Mirror, 
         if not hasattr(request, mirror.source):
             continue
         elements = getattr(request, mirror.source) or ()
+        if mirror.through is not None:
+            elements = tuple(inner for element in elements
+                             for inner in getattr(element, mirror.through) or ())
         if mirror.key is not None:
             return tuple(_entity(kind.type_, _Keyed(mirror.key, element), {}, code)
                          for element in elements)

@@ -1,10 +1,11 @@
 """``moldau cluster``: run a local cluster (``up``), look at any cluster (``status``), move
-its leaders (``elect-leaders``) and its partition replicas (``reassign``).
+its leaders (``elect-leaders``), its partition replicas (``reassign``) and replicas between a
+broker's log dirs (``log-dirs``).
 
 ``up`` is a process supervisor, not a client: it starts Debian's ZooKeeper and N brokers as
 child processes (``moldau.cluster.local_cluster``) and stops them on Ctrl-C or SIGTERM.
-``status``, ``elect-leaders`` and ``reassign`` are ordinary Kafka clients (``cluster_status``,
-``elect_leaders``, ``reassign``).
+``status``, ``elect-leaders``, ``reassign`` and ``log-dirs`` are ordinary Kafka clients
+(``cluster_status``, ``elect_leaders``, ``reassign``, ``log_dirs``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from types import FrameType
 
 import click
 
-from . import elect_leaders
+from . import elect_leaders, log_dirs
 from . import reassign as reassign_tool
 from .cluster_status import gather, print_status
 from .connection import Connection, connection_options
@@ -178,3 +179,30 @@ def reassign(conn: Connection, topic: str | None, partition: int | None,
     """
     reassign_tool.run(conn, topic, partition, replicas, plan, listing, cancel, verify,
                       throttle)
+
+
+@cluster_group.command("log-dirs")
+@click.option("--broker", type=click.IntRange(min=0), help="Only this broker (id).")
+@click.option("--topic", help="Only this topic (with --move: the replica's topic).")
+@click.option("--move", "moving", is_flag=True,
+              help="Move --topic/--partition on --broker to --dir (AlterReplicaLogDirs).")
+@click.option("--partition", type=click.IntRange(min=0), help="With --move: the partition.")
+@click.option("--dir", "path", metavar="PATH",
+              help="With --move: the target, one of the broker's log.dirs (absolute).")
+@connection_options
+def log_dirs_command(conn: Connection, broker: int | None, topic: str | None, moving: bool,
+                     partition: int | None, path: str | None) -> None:
+    """Show each broker's log dirs and replicas, or move a replica between them.
+
+    \b
+    moldau cluster log-dirs [--broker 0] [--topic T]      (kafka-log-dirs --describe)
+    moldau cluster log-dirs --move --topic T --partition 0 --broker 0 --dir /data/d2
+    """
+    if not moving:
+        if partition is not None or path is not None:
+            raise CliError("--partition and --dir go with --move")
+        log_dirs.describe(conn, broker, topic)
+        return
+    if topic is None or partition is None or path is None:
+        raise CliError("--move needs --topic, --partition and --dir")
+    log_dirs.move(conn, topic, partition, broker, path)

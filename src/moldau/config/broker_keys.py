@@ -236,6 +236,9 @@ _KEYS: list[ConfigKey] = [
               "serves, as leader, to followers of the partitions in a topic's "
               "leader.replication.throttled.replicas that are not in the ISR (reassignments).",
               MEDIUM, at_least(0)),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", LONG, LONG_MAX, "Bytes/s "
+              "copied by moves of replicas between this broker's log dirs "
+              "(AlterReplicaLogDirs).", MEDIUM, at_least(1)),
     ConfigKey("follower.replication.throttled.rate", LONG, LONG_MAX, "Bytes/s this broker "
               "fetches, as follower, for the partitions in a topic's "
               "follower.replication.throttled.replicas while it is not in sync.", MEDIUM,
@@ -354,6 +357,7 @@ DYNAMIC_KEYS: frozenset[str] = TOPIC_DEFAULT_BROKER_KEYS | {
     "producer.id.expiration.ms",
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
 } | {k.name for k in SECURITY_KEYS}
 
 

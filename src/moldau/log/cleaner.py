@@ -166,6 +166,12 @@ class LogCleaner(BackgroundWorker):
             except StopRequested:
                 raise
             except Exception as exc:
+                if cleanable.snapshot.log.renamed_for_deletion:
+                    # Deleted (or moved to another log dir) under the clean: its directory
+                    # went away, which says nothing about the disk.
+                    log.info("%s-%d went away during cleaning; cleaning stopped",
+                             cleanable.snapshot.topic, cleanable.snapshot.partition)
+                    continue
                 if isinstance(exc, OSError) and exc.errno is not None:
                     # A disk error, as the logs' own: a full disk is logged once until a
                     # clean succeeds, anything else takes the dir offline. Reported on the
@@ -204,7 +210,7 @@ class LogCleaner(BackgroundWorker):
         """On the owner thread: snapshot every log whose policy includes compact."""
         snapshots = []
         for plog in self.manager.all_logs():
-            if not plog.config.compacts:
+            if not plog.config.compacts or plog.moving:
                 continue
             tp = (plog.topic, plog.partition)
             offsets = self._checkpoint_of(plog.directory.parent)

@@ -133,6 +133,10 @@ class _SparseIndex:
     def path(self) -> Path:
         return self._file.path
 
+    def relocate(self, directory: Path) -> None:
+        """Follow a rename of the directory holding the file (an open descriptor follows)."""
+        self._file.path = directory / self._file.path.name
+
     def __len__(self) -> int:
         return len(self._first)
 

@@ -1,5 +1,13 @@
 """All partition logs of a broker, spread over its ``log.dirs``.
 
+A partition moving to another log dir of the broker (AlterReplicaLogDirs) has, besides its
+current log, a *future* log in the target dir (``<topic>-<partition>.<hex>-future``, Kafka's
+name), which the replica layer fills and then swaps in
+(:meth:`LogManager.replace_current_with_future`). The swap leaves a marker in the promoted
+directory until the old one is renamed for deletion, so a crash between the two renames is
+resolved at start-up (the marked copy wins) instead of stopping the broker with two copies of
+one partition, as Kafka does.
+
 Per log dir it owns Kafka's bookkeeping files: ``meta.properties`` (which cluster and node the
 dir belongs to), the clean-shutdown marker, and the log's offset checkpoints (recovery points,
 log start offsets). The high watermarks' ``replication-offset-checkpoint`` belongs to the
@@ -12,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -30,13 +39,24 @@ from .config import LogConfig
 from .dir_failures import LogDirFailures
 from .errors import LogDirOfflineError, LogError, StorageError
 from .metadata_files import META_PROPERTIES, ensure_meta_properties, random_id, read_properties
-from .names import parse_partition_dir, partition_dir_name, renamed_dir_kind
+from .names import (
+    MAX_FILE_NAME_BYTES,
+    delete_dir_name,
+    future_dir_name,
+    parse_future_dir,
+    parse_partition_dir,
+    partition_dir_name,
+    renamed_dir_kind,
+)
 from .open_files import SEGMENT_FILES, default_capacity
 from .partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+#: In a partition directory: a future replica that was complete when its swap began; it
+#: replaces any other directory of the partition found at start-up (see the module docstring).
+PROMOTED_MARKER = ".promoted-future"
 
 TopicPartition = tuple[str, int]
 #: Per log dir: (partition, recovery point, log start offset) rows.
@@ -91,6 +111,10 @@ class LogManager:
         self._by_topic: dict[str, dict[int, PartitionLog]] = {}
         #: Partitions per log dir, kept up to date so placing a new one costs O(dirs).
         self._counts: dict[Path, int] = {d: 0 for d in self.log_dirs}
+        #: Future replicas (moves between log dirs under way), by partition.
+        self._futures: dict[TopicPartition, PartitionLog] = {}
+        #: AlterReplicaLogDirs for a partition not hosted yet: where it goes when it comes.
+        self._preferred: dict[TopicPartition, Path] = {}
         self._closed = False
         self.failures = failures or LogDirFailures()
         self.failures.add_listener(self._dir_offline)
@@ -102,6 +126,7 @@ class LogManager:
             ensure_meta_properties(log_dir, self.cluster_id, node_id)
         for log_dir in self.log_dirs:
             self._load_dir(log_dir, now)
+        self._settle_moves()
 
     def _existing_cluster_id(self) -> str | None:
         for log_dir in self.log_dirs:
@@ -132,6 +157,19 @@ class LogManager:
                 log.info("removing %s, a partition deleted before the last shutdown", path)
                 shutil.rmtree(path, ignore_errors=True)
                 continue
+            future_tp = parse_future_dir(path.name)
+            if future_tp is not None:
+                if future_tp in self._futures:
+                    log.warning("removing %s: %s-%d has another future replica in %s", path,
+                                *future_tp, self._futures[future_tp].directory)
+                    _remove_dir(path)
+                    continue
+                future = PartitionLog.open(
+                    path, self._config_for(future_tp[0]), recovery_points.get(future_tp, 0),
+                    clean, now_ms, log_start_offset=start_offsets.get(future_tp, 0))
+                future.failures = self.failures
+                self._futures[future_tp] = future
+                continue
             tp = parse_partition_dir(path.name)
             if tp is None:
                 if kind is None:
@@ -140,9 +178,8 @@ class LogManager:
                     log.warning("skipping %s: '%s' partition directories are not supported",
                                 path, kind)
                 continue
-            if tp in self._logs:
-                raise LogError(f"partition {tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and "
-                               f"{log_dir}")
+            if tp in self._logs and not self._resolve_duplicate(tp, path):
+                continue
             if not announced:
                 log.info("%s: no clean shutdown marker, recovering unflushed segments", log_dir)
                 announced = True
@@ -158,6 +195,41 @@ class LogManager:
             marker.unlink()
             fsync_dir(log_dir)
 
+    def _resolve_duplicate(self, tp: TopicPartition, path: Path) -> bool:
+        """``path`` holds a partition already loaded from another dir: a swap interrupted
+        between its two renames. The copy with the promoted marker wins and the other is
+        removed; True when ``path`` should be loaded. Two unmarked copies stop the start."""
+        other = self._logs[tp]
+        if (path / PROMOTED_MARKER).exists() == (other.directory / PROMOTED_MARKER).exists():
+            raise LogError(f"partition {tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and "
+                           f"{path.parent}")
+        if (path / PROMOTED_MARKER).exists():
+            log.warning("%s-%d: completing an interrupted move to %s; removing %s", *tp,
+                        path.parent, other.directory)
+            self._remove(*tp)
+            other.delete()
+            return True
+        log.warning("%s-%d: completing an interrupted move to %s; removing %s", *tp,
+                    self._dir_of[tp], path)
+        _remove_dir(path)
+        return False
+
+    def _settle_moves(self) -> None:
+        """After loading: drop the markers of completed swaps, and futures whose partition
+        has no current log here any more (nothing to move)."""
+        for plog in self._logs.values():
+            marker = plog.directory / PROMOTED_MARKER
+            if marker.exists():
+                marker.unlink()
+                fsync_dir(plog.directory)
+        for tp in [tp for tp in self._futures if tp not in self._logs]:
+            log.warning("removing future replica %s: %s-%d has no current log here",
+                        self._futures[tp].directory, *tp)
+            self._futures.pop(tp).delete()
+        for tp, future in self._futures.items():
+            log.info("%s-%d: resuming its move to %s at offset %d", *tp,
+                     future.directory.parent, future.log_end_offset)
+
     # -- storage faults -------------------------------------------------------------------
 
     def _dir_offline(self, log_dir: Path) -> None:
@@ -166,6 +238,9 @@ class LogManager:
         for tp, plog in self._logs.items():
             if self._dir_of[tp] == log_dir:
                 plog.go_offline()
+        for future in self._futures.values():
+            if future.directory.parent == log_dir:
+                future.go_offline()
 
     def is_offline(self, log_dir: Path) -> bool:
         return self.failures.is_offline(log_dir)
@@ -178,6 +253,116 @@ class LogManager:
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         """The partition's log, offline ones included (check ``plog.offline``)."""
         return self._logs.get((topic, partition))
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        """The log dir of the partition's current log."""
+        return self._dir_of.get((topic, partition))
+
+    def resolve_dir(self, path: str) -> Path | None:
+        """The configured log dir named by ``path`` (an absolute path, as AlterReplicaLogDirs
+        sends what DescribeLogDirs reported), None when it is not one of ``log.dirs``."""
+        for log_dir in self.log_dirs:
+            if path in (str(log_dir), str(log_dir.resolve()), str(log_dir.absolute())):
+                return log_dir
+        return None
+
+    # -- moves between log dirs -------------------------------------------------------------
+
+    def future(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's future replica (a move under way), None when it has none."""
+        return self._futures.get((topic, partition))
+
+    def futures(self) -> list[PartitionLog]:
+        return list(self._futures.values())
+
+    def prefer_dir(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Where the partition's log goes when it is created here later (Kafka's
+        maybeUpdatePreferredLogDir: AlterReplicaLogDirs before a reassignment adds it)."""
+        self._preferred[(topic, partition)] = log_dir
+
+    @staticmethod
+    def can_move(topic: str, partition: int) -> bool:
+        """Whether the future directory name fits the file system (Kafka's KAFKA-4893)."""
+        return len(future_dir_name(topic, partition).encode()) <= MAX_FILE_NAME_BYTES
+
+    def create_future(self, topic: str, partition: int, log_dir: Path) -> PartitionLog:
+        """Make an empty future replica of the partition in ``log_dir``, starting at its
+        current log's start offset. Raises StorageError when the disk refuses."""
+        tp = (topic, partition)
+        current = self._logs[tp]
+        path = log_dir / future_dir_name(topic, partition)
+        try:
+            future = PartitionLog.open(path, current.config,
+                                       log_start_offset=current.log_start_offset)
+            if current.topic_id is not None:
+                future.set_topic_id(current.topic_id, sync=False)
+            fsync_dir(log_dir)
+        except OSError as exc:
+            _remove_dir(path)
+            raise self.failures.io_failed(log_dir, f"future replica of {topic}-{partition}",
+                                          exc) from None
+        future.failures = self.failures
+        self._futures[tp] = future
+        return future
+
+    def discard_future(self, topic: str, partition: int) -> None:
+        """Remove the partition's future replica (a move cancelled or redirected, or the
+        partition deleted); one in an offline dir is left for the next start to resume."""
+        future = self._futures.pop((topic, partition), None)
+        if future is None:
+            return
+        future.untrack_files()
+        if future.offline:
+            with contextlib.suppress(StorageError):
+                future.close()
+            return
+        try:
+            future.delete()
+        except OSError as exc:
+            self.io_failed(exc, f"future replica of {topic}-{partition}")
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Path | None:
+        """Swap a caught-up future replica in as the partition's log (Kafka's
+        replaceCurrentWithFutureLog); the caller made sure nothing was appended to the current
+        log since the future reached its end. Returns the old directory, renamed for deletion,
+        for the caller to remove off the loop (None when that rename failed: its dir went
+        offline, and the next start removes it).
+
+        Order, for crash safety: mark the future as promoted, rename it to the live name
+        (now two live copies exist, told apart by the marker), rename the old one for
+        deletion, drop the marker. Raises StorageError if the first renames fail (nothing
+        changed then but a stray marker, which only matters next to a second copy).
+        """
+        tp = (topic, partition)
+        current, future = self._logs[tp], self._futures[tp]
+        source_dir, target_dir = self._dir_of[tp], future.directory.parent
+        try:
+            future.copy_leader_epochs(current)
+            marker = future.directory / PROMOTED_MARKER
+            marker.touch()
+            fsync_dir(future.directory)
+            future.rename_dir(target_dir / partition_dir_name(topic, partition))
+            fsync_dir(target_dir)
+        except OSError as exc:
+            raise self.failures.io_failed(target_dir, f"move of {topic}-{partition}",
+                                          exc) from None
+        future.high_watermark = current.high_watermark
+        del self._futures[tp]
+        self._remove(topic, partition)
+        self._add(future, target_dir)
+        current.untrack_files()
+        try:
+            renamed = current.rename_for_deletion()
+            fsync_dir(source_dir)
+        except OSError as exc:
+            # The marker keeps the new copy authoritative at the next start.
+            self.failures.io_failed(source_dir, f"move of {topic}-{partition}", exc)
+            return None
+        try:
+            (future.directory / PROMOTED_MARKER).unlink()
+        except OSError as exc:
+            log.warning("%s-%d: cannot remove %s: %s", topic, partition, PROMOTED_MARKER, exc)
+        return renamed
 
     def all_logs_in(self, log_dir: Path) -> list[PartitionLog]:
         """Every log of one dir, offline or not."""
@@ -233,7 +418,8 @@ class LogManager:
         counts = dict(self._counts)
         placed = []
         for partition in partitions:
-            log_dir = min(online, key=lambda d: counts[d])
+            preferred = self._preferred.pop((topic, partition), None)
+            log_dir = preferred if preferred in online else min(online, key=lambda d: counts[d])
             counts[log_dir] += 1
             placed.append((partition, log_dir))
         return placed
@@ -320,6 +506,8 @@ class LogManager:
         """
         detached = []
         for partition in partitions:
+            self.discard_future(topic, partition)
+            self._preferred.pop((topic, partition), None)
             plog = self._remove(topic, partition)
             if plog is not None:
                 plog.untrack_files()
@@ -419,6 +607,10 @@ class LogManager:
             rows = by_dir.get(self._dir_of[tp])
             if rows is not None:
                 rows.append((tp, plog.recovery_point, plog.log_start_offset))
+        for tp, future in self._futures.items():  # never in the same dir as its current log
+            rows = by_dir.get(future.directory.parent)
+            if rows is not None:
+                rows.append((tp, future.recovery_point, future.log_start_offset))
         return by_dir
 
     def report_checkpoint_errors(self, errors: Mapping[Path, OSError | None]) -> None:
@@ -451,11 +643,13 @@ class LogManager:
                 deleted += plog.enforce_retention(now_ms)
         return deleted
 
-    def log_dir_sizes(self) -> dict[Path, dict[TopicPartition, int]]:
-        """Bytes per partition, per log dir (DescribeLogDirs)."""
-        sizes: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+    def log_dir_sizes(self) -> dict[Path, list[tuple[TopicPartition, int, bool]]]:
+        """(partition, bytes, is future) per log dir (DescribeLogDirs)."""
+        sizes: dict[Path, list[tuple[TopicPartition, int, bool]]] = {d: [] for d in self.log_dirs}
         for tp, plog in self._logs.items():
-            sizes[self._dir_of[tp]][tp] = plog.size_bytes
+            sizes[self._dir_of[tp]].append((tp, plog.size_bytes, False))
+        for tp, future in self._futures.items():
+            sizes[future.directory.parent].append((tp, future.size_bytes, True))
         return sizes
 
     def close(self) -> None:
@@ -468,6 +662,11 @@ class LogManager:
                 plog.close()
             except StorageError:  # reported by the failure channel; recovery will check it
                 unflushed.add(self._dir_of[tp])
+        for future in self._futures.values():
+            try:
+                future.close()
+            except StorageError:
+                unflushed.add(future.directory.parent)
         self.checkpoint()
         for log_dir in self.online_dirs():
             if log_dir in unflushed:
@@ -496,3 +695,14 @@ def write_checkpoints(contents: CheckpointContents) -> dict[Path, OSError | None
         else:
             errors[log_dir] = None
     return errors
+
+
+def _remove_dir(path: Path) -> None:
+    """Rename a partition directory that is not loaded for deletion, then remove it."""
+    topic, partition = parse_partition_dir(path.name) or parse_future_dir(path.name) or ("x", 0)
+    target = path.with_name(delete_dir_name(topic, partition))
+    with contextlib.suppress(OSError):
+        os.rename(path, target)
+        fsync_dir(path.parent)
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.rmtree(path, ignore_errors=True)

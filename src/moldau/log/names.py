@@ -48,6 +48,20 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return topic, int(match["partition"])
 
 
+def future_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name of a future replica's directory (a move between log dirs under way):
+    ``<topic>-<partition>.<32 hex>-future``. Never shortened: a topic whose future name would
+    exceed :data:`MAX_FILE_NAME_BYTES` cannot be moved (Kafka refuses it the same way)."""
+    return f"{topic}-{partition}.{uuid.uuid4().hex}-future"
+
+
+def parse_future_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a future replica's directory name, None for anything else."""
+    if renamed_dir_kind(name) != "future":
+        return None
+    return parse_partition_dir(name[: name.rindex(".")])
+
+
 def renamed_dir_kind(name: str) -> str | None:
     """'delete', 'future' or 'stray' for a renamed partition directory, else None."""
     match = _RENAMED_DIR.fullmatch(name)

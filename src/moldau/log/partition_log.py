@@ -49,7 +49,7 @@ from .errors import (
 from .file_slice import FileSlice
 from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .metadata_files import read_partition_metadata, write_partition_metadata
-from .names import delete_dir_name, parse_partition_dir
+from .names import delete_dir_name, parse_future_dir, parse_partition_dir
 from .producer_state import BatchMetadata, MarkerReader, ProducerState, rebuild
 from .records import null_key_indexes, out_of_range_timestamps
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
@@ -95,6 +95,11 @@ def _file_markers(fd: int, name: str) -> MarkerReader:
     return read
 
 
+def _parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a partition's or a future replica's directory name."""
+    return parse_partition_dir(name) or parse_future_dir(name)
+
+
 class AppendOrigin(enum.Enum):
     """Who is appending: producers must follow stricter rules than the broker's own writers.
 
@@ -137,7 +142,7 @@ class PartitionLog:
         now_ms: int,
     ) -> None:
         """Assemble a loaded log; use :meth:`open`."""
-        parsed = parse_partition_dir(directory.name)
+        parsed = _parse_log_dir_name(directory.name)
         if parsed is None:
             raise LogError(f"{directory} is not named <topic>-<partition>")
         self.directory = directory
@@ -162,6 +167,13 @@ class PartitionLog:
         self._deleted = False
         #: Idempotent producers' epochs and last batches (see log/producer_state.py).
         self.producers = ProducerState(directory, self.name)
+        #: Called with the new log end offset after every truncation (a move between log
+        #: dirs follows this log's truncations in its future replica).
+        self.truncation_listeners: list[Callable[[int], None]] = []
+        #: True while a move to another log dir copies this log: the cleaner leaves it alone
+        #: (Kafka pauses cleaning of a partition being moved), so the swap at the end never
+        #: meets a clean writing into the directory that goes away.
+        self.moving = False
 
     # -- opening --------------------------------------------------------------------------
 
@@ -186,7 +198,7 @@ class PartitionLog:
         ``log_start_offset`` and ``high_watermark`` come from the log dir's checkpoints; a
         missing high watermark defaults to the log end offset.
         """
-        if parse_partition_dir(directory.name) is None:
+        if _parse_log_dir_name(directory.name) is None:
             raise LogError(f"{directory} is not named <topic>-<partition>")
         now = _now_ms() if now_ms is None else now_ms
         directory.mkdir(parents=True, exist_ok=True)
@@ -370,6 +382,15 @@ class PartitionLog:
         would keep a tail it never had.
         """
         self._epochs.assign(epoch, self.log_end_offset)
+
+    def copy_leader_epochs(self, other: PartitionLog) -> None:
+        """Take ``other``'s epochs newer than this log's latest (a future replica about to
+        replace ``other``: an epoch in which nothing was written yet has no batch to carry
+        it over)."""
+        latest = self._epochs.latest_epoch
+        for epoch, start in other.leader_epochs:
+            if epoch > latest:
+                self._epochs.assign(epoch, start)
 
     def update_config(self, config: LogConfig) -> None:
         """Swap the config; it applies to future appends, rolls and retention runs."""
@@ -965,6 +986,15 @@ class PartitionLog:
         self._epochs.truncate_from_end(leo)
         self.producers.delete_snapshots(above=leo)
         self._rebuild_producer_state()
+        for listener in self.truncation_listeners:
+            listener(leo)
+
+    def advance_log_start(self, offset: int) -> None:
+        """Raise the log start offset to ``offset`` (at most the log end) and delete the
+        segments entirely below it: a future replica following its current log's retention
+        and DeleteRecords."""
+        self._advance_log_start(min(offset, self.log_end_offset))
+        self._delete_oldest(lambda _seg, nxt: nxt.base_offset <= self._log_start_offset)
 
     # -- producer state -------------------------------------------------------------------
 
@@ -1055,6 +1085,26 @@ class PartitionLog:
         os.rename(self.directory, target)
         self._deleted = True
         return target
+
+    @property
+    def is_future(self) -> bool:
+        """True for a future replica (``<topic>-<partition>.<hex>-future``, a move between log
+        dirs under way)."""
+        return parse_future_dir(self.directory.name) is not None
+
+    @property
+    def renamed_for_deletion(self) -> bool:
+        return self._deleted
+
+    def rename_dir(self, target: Path) -> None:
+        """Rename the partition directory to ``target`` (same log dir; no fsync) while the log
+        stays open: a future replica becoming the current one. Descriptors follow the files."""
+        os.rename(self.directory, target)
+        self.directory = target
+        for segment in self._segments:
+            segment.relocate(target)
+        self._epochs.path = target / LEADER_EPOCH_CHECKPOINT
+        self.producers.directory = target
 
     def undo_rename_for_deletion(self, renamed: Path) -> None:
         """Put a directory renamed by :meth:`rename_for_deletion` back (a failed deletion);

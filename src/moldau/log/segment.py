@@ -303,6 +303,16 @@ class LogSegment:
         self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
 
+    def relocate(self, directory: Path) -> None:
+        """Follow a rename of the whole partition directory to ``directory`` (a move between
+        log dirs). Open descriptors, slices handed out included, follow the files; only the
+        paths used to reopen them change."""
+        self.directory = directory
+        self.log_path = directory / self.log_path.name
+        self.offset_index.relocate(directory)
+        self.time_index.relocate(directory)
+        self.txn_index.path = directory / self.txn_index.path.name
+
     def change_file_suffix(self, suffix: str) -> None:
         """Rename the segment's files to ``<base>.<ext><suffix>``: indexes first, log last.
 

@@ -50,6 +50,7 @@ WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
+ALTER_REPLICA_LOG_DIRS = 34
 DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
@@ -105,6 +106,8 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5),
         ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
         ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
+        # v0 was removed in Kafka 4.0 (KIP-896), as for DescribeLogDirs.
+        ApiRange(ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 1, 2),
         ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
         ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),

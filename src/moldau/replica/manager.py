@@ -22,8 +22,10 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from ..log.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
+from ..log.errors import StorageError
 from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
+from .log_dir_mover import LogDirMover
 from .partition import Partition, TopicPartition
 from .purgatory import FetchPurgatory
 from .throttle import ReplicationThrottles
@@ -52,6 +54,8 @@ class ReplicaManager:
         self.throttles = ReplicationThrottles(local_id)
         #: In a cluster: where a leader's ISR change goes (ZooKeeper, through the cluster link).
         self.propose_isr: Callable[[Partition, frozenset[int]], None] | None = None
+        #: Moves of hosted partitions between this broker's log dirs (AlterReplicaLogDirs).
+        self.mover = LogDirMover(logs, self.get)
 
     # -- hosting -----------------------------------------------------------------------------
 
@@ -95,6 +99,7 @@ class ReplicaManager:
         detached = self._logs.detach(topic, numbers)
         for number in numbers:
             key = (topic, number)
+            self.mover.cancel(key)
             partition = self._partitions.pop(key, None)
             if partition is not None:
                 partition.stop()
@@ -125,9 +130,51 @@ class ReplicaManager:
     def all_partitions(self) -> list[Partition]:
         return list(self._partitions.values())
 
-    def log_dir_sizes(self) -> dict[Path, dict[TopicPartition, int]]:
-        """Bytes per hosted partition, per log dir (DescribeLogDirs)."""
+    def log_dir_sizes(self) -> dict[Path, list[tuple[TopicPartition, int, bool]]]:
+        """(partition, bytes, is future) per log dir (DescribeLogDirs)."""
         return self._logs.log_dir_sizes()
+
+    def future_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's future replica while it moves to another log dir."""
+        return self._logs.future(topic, partition)
+
+    def alter_log_dir(self, topic: str, partition: int, path: str) -> ErrorCode | None:
+        """AlterReplicaLogDirs for one partition, with Kafka's checks in Kafka's order
+        (ReplicaManager.alterReplicaLogDirs); None when this broker does not host it (the
+        caller tells an unknown partition from one hosted elsewhere). A move to the dir the
+        partition is in succeeds and changes nothing, except cancelling a move elsewhere;
+        a move already under way to the same dir goes on."""
+        if not self._logs.can_move(topic, partition):
+            return ErrorCode.invalid_topic_exception
+        log_dir = self._logs.resolve_dir(path)
+        if log_dir is None:
+            return ErrorCode.log_dir_not_found
+        if self._logs.is_offline(log_dir):
+            return ErrorCode.kafka_storage_error
+        hosted = self._partitions.get((topic, partition))
+        if hosted is None:
+            self._logs.prefer_dir(topic, partition, log_dir)
+            return None
+        if hosted.offline:
+            return ErrorCode.kafka_storage_error
+        future = self._logs.future(topic, partition)
+        if future is not None and future.directory.parent != log_dir:
+            log.info("%s-%d: move to %s cancelled", topic, partition, future.directory.parent)
+            self.mover.cancel(hosted.key)
+            self._logs.discard_future(topic, partition)
+            future = None
+        if self._logs.dir_of(topic, partition) == log_dir:
+            return ErrorCode.none
+        if future is None:
+            # As Kafka: no future while a dir is offline, or one could be left in two dirs.
+            if len(self._logs.online_dirs()) < len(self._logs.log_dirs):
+                return ErrorCode.kafka_storage_error
+            try:
+                self._logs.create_future(topic, partition, log_dir)
+            except StorageError:
+                return ErrorCode.kafka_storage_error
+        self.mover.start(hosted)
+        return ErrorCode.none
 
     def is_offline(self, log_dir: Path) -> bool:
         return self._logs.is_offline(log_dir)

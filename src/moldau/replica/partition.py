@@ -137,6 +137,11 @@ class Partition:
         #: produce handler).
         self.handover: asyncio.Future[None] | None = None
 
+    def replace_log(self, plog: PartitionLog) -> None:
+        """Serve from ``plog`` from now on: a move to another log dir swapped in its copy,
+        which holds the same batches up to the same log end (and the high watermark)."""
+        self._log = plog
+
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, {self.role.value}, "
                 f"epoch={self.leader_epoch}, isr={sorted(self.isr)}, hw={self.high_watermark})")

@@ -32,6 +32,7 @@ def register_all(broker: Broker) -> None:
         producer_ids,
         reassignments,
         records,
+        replica_log_dirs,
         telemetry,
         transactions,
         txn_markers,
@@ -55,6 +56,7 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.ALTER_PARTITION_REASSIGNMENTS, reassignments.handle_alter)
     broker.register(apis.LIST_PARTITION_REASSIGNMENTS, reassignments.handle_list)
     broker.register(apis.DESCRIBE_LOG_DIRS, cluster_info.handle_describe_log_dirs)
+    broker.register(apis.ALTER_REPLICA_LOG_DIRS, replica_log_dirs.handle)
     broker.register(apis.DESCRIBE_CLUSTER, cluster_info.handle_describe_cluster)
     broker.register(apis.ELECT_LEADERS, elect_leaders.handle_elect_leaders)
     broker.register(apis.INIT_PRODUCER_ID, producer_ids.handle)

@@ -1,5 +1,9 @@
 """DescribeLogDirs and DescribeCluster: where the data lives, and who is in the cluster.
 
+A partition moving between this broker's log dirs (AlterReplicaLogDirs) is listed twice:
+its current replica in its dir, and its future replica (``is_future_key``) in the target
+dir, with the future's offset lag behind the current log's end.
+
 Admin tools use DescribeLogDirs to see how much disk each partition takes (``kafka-log-dirs``,
 cruise control, UIs); every broker answers for its own dirs and the replicas it hosts (in a
 cluster, leaders and followers alike, a reassignment's new replicas from the moment their logs
@@ -36,24 +40,34 @@ def _requested(request: Any) -> dict[str, set[int]] | None:
     return wanted
 
 
-def _dir_result(ctx: RequestContext, log_dir: Path, sizes: dict[tuple[str, int], int],
+def _offset_lag(ctx: RequestContext, topic: str, partition: int, is_future: bool) -> int:
+    """Kafka's offset lag: for a current replica how far its log end is below its high
+    watermark (never below 0: 0 once appended), for a future replica (a move between log
+    dirs) how far its copy is behind the current log's end; -1 when not hosted any more."""
+    hosted = ctx.broker.partition(topic, partition)
+    if hosted is None:
+        return -1
+    if is_future:
+        future = ctx.broker.replicas.future_log(topic, partition)
+        return -1 if future is None else hosted.log_end_offset - future.log_end_offset
+    return max(hosted.high_watermark - hosted.log_end_offset, 0)
+
+
+def _dir_result(ctx: RequestContext, log_dir: Path,
+                sizes: list[tuple[tuple[str, int], int, bool]],
                 wanted: dict[str, set[int]] | None) -> Any:
     m = ctx.resp
     by_topic: dict[str, list[Any]] = defaultdict(list)
-    for (topic, partition), size in sizes.items():
+    for (topic, partition), size, is_future in sizes:
         if wanted is not None and partition not in wanted.get(topic, ()):
             continue
-        # Kafka's offset lag of a current replica: how far its log end is below its high
-        # watermark (0 once appended; only moves between a broker's dirs, "future" replicas,
-        # which moldau does not make, have a real lag). -1: not hosted any more.
-        hosted = ctx.broker.partition(topic, partition)
-        lag = -1 if hosted is None else max(hosted.high_watermark - hosted.log_end_offset, 0)
         by_topic[topic].append(build(
             m.DescribeLogDirsPartition, partition_index=partition, partition_size=size,
-            offset_lag=lag, is_future_key=False))
+            offset_lag=_offset_lag(ctx, topic, partition, is_future), is_future_key=is_future))
     topics = tuple(
         build(m.DescribeLogDirsTopic, name=name,
-              partitions=tuple(sorted(parts, key=lambda p: p.partition_index)))
+              partitions=tuple(sorted(parts, key=lambda p: (p.partition_index,
+                                                            p.is_future_key))))
         for name, parts in sorted(by_topic.items())
     )
     try:
