@@ -107,3 +107,16 @@ def read_committed(bootstrap: str, topic: str, partition: int, count: int,
         return got
     finally:
         c.close()
+
+
+def produce_retrying(wire: WireClient, version: int, transactional_id: str, topic: str,
+                     batches: dict[int, bytes], deadline_s: float = 20.0) -> dict[int, Any]:
+    """:func:`produce` again while the leader answers NOT_ENOUGH_REPLICAS (its coordinator
+    is still ending the previous transaction), as a client retries it (bounded)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        answers = produce(wire, version, transactional_id, topic, batches)
+        if (all(a.error_code is not ErrorCode.not_enough_replicas for a in answers.values())
+                or time.monotonic() > deadline):
+            return answers
+        time.sleep(0.05)

@@ -16,6 +16,7 @@ from .log_tools import log_group
 from .pipeline import pipeline_group
 from .produce import produce
 from .topic import topic_group
+from .transaction import transaction_group
 from .verify import verify
 
 
@@ -59,6 +60,7 @@ cli.add_command(pipeline_group)
 cli.add_command(log_group)
 cli.add_command(verify)
 cli.add_command(cluster_group)
+cli.add_command(transaction_group)
 
 
 def main() -> None:

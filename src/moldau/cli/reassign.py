@@ -19,11 +19,8 @@ reports each partition and, once none is moving any more, removes those throttle
 from __future__ import annotations
 
 import datetime
-import io
 import itertools
 import json
-import socket
-import struct
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,7 +29,6 @@ from typing import Any
 
 import click
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-from kio.index import load_response_schema
 from kio.schema.alter_partition_reassignments.v0.request import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
@@ -43,9 +39,9 @@ from kio.schema.list_partition_reassignments.v0.request import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
 )
-from kio.serial import entity_reader, entity_writer
 
 from ..protocol.codec import build
+from . import raw_requests
 from .connection import Connection
 from .errors import CliError
 from .output import print_line, print_table, stdout_console, table
@@ -55,9 +51,6 @@ FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
-_HEADER = struct.Struct(">hhih")
-_SIZE = struct.Struct(">i")
-_CLIENT_ID = b"moldau-cli"
 
 
 @dataclass(frozen=True)
@@ -116,26 +109,6 @@ def read_plan(path: Path) -> list[Move]:
 # -- the controller, spoken to directly -------------------------------------------------------
 
 
-def _request(address: tuple[str, int], obj: Any, timeout: float) -> Any:
-    """One request (flexible version, header v2) on a fresh connection, decoded by kio."""
-    cls = type(obj)
-    api_key, version = int(cls.__api_key__), int(cls.__version__)
-    body = io.BytesIO()
-    entity_writer(cls)(body, obj)
-    payload = _HEADER.pack(api_key, version, 1, len(_CLIENT_ID)) + _CLIENT_ID + b"\x00" + \
-        body.getvalue()
-    with socket.create_connection(address, timeout=timeout) as sock:
-        sock.sendall(_SIZE.pack(len(payload)) + payload)
-        reader = sock.makefile("rb")
-        (size,) = _SIZE.unpack(reader.read(4))
-        frame = reader.read(size)
-    if len(frame) != size:
-        raise OSError(f"connection closed after {len(frame)} of {size} bytes")
-    # Response header v1: correlation id, then tagged fields (none).
-    value, _ = entity_reader(load_response_schema(api_key, version))(frame, 5)
-    return value
-
-
 def _controller(conn: Connection, admin: Any) -> tuple[str, int]:
     described = conn.result(admin.describe_cluster(request_timeout=conn.timeout),
                             "cannot describe the cluster")
@@ -149,7 +122,7 @@ def _to_controller(conn: Connection, admin: Any, obj: Any) -> Any:
     for attempt in range(2):
         address = _controller(conn, admin)
         try:
-            response = _request(address, obj, conn.timeout)
+            response = raw_requests.request(address, obj, conn.timeout)
         except OSError as exc:
             raise CliError(f"cannot reach the controller at {address[0]}:{address[1]}: "
                            f"{exc.strerror or exc}") from None
