@@ -235,6 +235,9 @@ def describe(conn: Connection, transactional_id: str) -> None:
                      build(DescribeTransactionsRequest, transactional_ids=(transactional_id,)),
                      what, DescribeTransactionsResponse)
     (state,) = response.transaction_states
+    if state.error_code is ErrorCode.transactional_id_not_found:
+        raise CliError(f"no transaction with id {transactional_id!r} at its coordinator, broker "
+                       f"{coordinator} (TRANSACTIONAL_ID_NOT_FOUND)")
     if state.error_code is not ErrorCode.none:
         raise _refused(what, coordinator, state.error_code)
     console = stdout_console()
