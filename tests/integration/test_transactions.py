@@ -201,3 +201,26 @@ def test_state_survives_a_restart(make_broker: MakeBroker) -> None:
         [f"h{i}" for i in range(6)] + ["o0", "o1"])
     for p in (p_done, p_held, p_open):
         p.flush(5)
+
+
+def test_idle_transactional_id_expires(make_broker: MakeBroker) -> None:
+    """An id idle past transactional.id.expiration.ms is removed with a tombstone: gone for
+    the admin APIs, gone after a restart, and a new producer gets a fresh producer id."""
+    b = make_broker("transactional.id.expiration.ms=1500")
+    tid = unique("tid")
+    p = _txn_producer(b.bootstrap, tid)
+    p.init_transactions(30)
+    before = state_of(b.bootstrap, tid)
+    assert before is not None and before[0] == "Empty"
+    deadline = time.monotonic() + 20
+    while state_of(b.bootstrap, tid) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert state_of(b.bootstrap, tid) is None
+    assert "expired (idle longer than transactional.id.expiration.ms)" in b.stderr_text()
+    p.flush(5)
+    b.restart()
+    assert state_of(b.bootstrap, tid) is None
+    again = _txn_producer(b.bootstrap, tid)
+    again.init_transactions(30)
+    after = state_of(b.bootstrap, tid)
+    assert after is not None and after[1] != before[1]

@@ -122,6 +122,7 @@ def test_init_over_ongoing_fences_and_aborts(c: TransactionCoordinator) -> None:
     assert marker.partitions == {("t", 0), ("t", 1)}
     # The old producer is fenced; a retry of InitProducerId waits for the abort.
     assert c.end_txn(TID, 7, 0, True, T0).error is ErrorCode.producer_fenced
+    assert c.init_producer_id(TID, 60_000, (7, 0), T0).error is ErrorCode.producer_fenced
     assert c.init_producer_id(TID, 60_000, None, T0).error is ErrorCode.concurrent_transactions
     complete = c.complete(TID, T0 + 2)
     assert complete is not None and complete.state is TxnState.COMPLETE_ABORT
@@ -267,6 +268,16 @@ def test_timed_out_transaction_is_aborted_with_a_bump(c: TransactionCoordinator)
     [(tid, snapshot)] = c.timed_out(T0 + 60_000)
     assert tid == TID and snapshot.state is TxnState.PREPARE_ABORT
     assert snapshot.producer_epoch == 1
+    _apply(c, Decision(write=snapshot, fencing=True))
+    assert c.timed_out(T0 + 10**6) == []
+    done = c.complete(TID, T0 + 60_001)
+    assert done is not None
+    _apply(c, Decision(write=done))
+    # The timed-out producer is fenced, also when it asks again with its id and epoch.
+    assert c.add_partitions(TID, 7, 0, [("t", 0)], T0).error is ErrorCode.producer_fenced
+    assert c.init_producer_id(TID, 60_000, (7, 0), T0).error is ErrorCode.producer_fenced
+    fresh = _init(c)
+    assert (fresh.producer_id, fresh.producer_epoch) == (7, 2)
 
 
 def test_idle_ids_expire(c: TransactionCoordinator) -> None:

@@ -156,6 +156,8 @@ async def handle_end_txn(request: Any, ctx: RequestContext) -> Any:
 
 
 async def handle_describe(request: Any, ctx: RequestContext) -> Any:
+    """An id that cannot be described carries its error and the schema's zero values, as
+    Kafka's; a described id without a transaction has start time -1, as Kafka's too."""
     m = ctx.resp
     states = []
     for transactional_id in request.transactional_ids:
@@ -164,8 +166,8 @@ async def handle_describe(request: Any, ctx: RequestContext) -> Any:
             states.append(build(m.TransactionState, error_code=code,
                                 transactional_id=transactional_id, transaction_state="",
                                 transaction_timeout=datetime.timedelta(0),
-                                transaction_start_time=start_time(-1),
-                                producer_id=-1, producer_epoch=-1, topics=()))
+                                transaction_start_time=start_time(0),
+                                producer_id=0, producer_epoch=0, topics=()))
             continue
         cur = meta.current
         by_topic: dict[str, list[int]] = {}

@@ -167,7 +167,7 @@ class TransactionCoordinator:
             epoch = cur.producer_epoch + 1 if cur.producer_epoch < MAX_EPOCH \
                 else cur.producer_epoch
             snapshot = cur.but(state=TxnState.PREPARE_ABORT, producer_epoch=epoch,
-                               last_producer_epoch=cur.producer_epoch, last_update_ms=now)
+                               last_producer_epoch=NO_PRODUCER_EPOCH, last_update_ms=now)
             return Decision(write=snapshot, error_after_write=ErrorCode.concurrent_transactions,
                             fencing=True)
         # Empty, CompleteCommit, CompleteAbort.
@@ -356,7 +356,9 @@ class TransactionCoordinator:
 
     def timed_out(self, now: int) -> list[tuple[str, TxnSnapshot]]:
         """Ongoing transactions past their timeout: the PrepareAbort to write for each,
-        with the epoch bumped so the producer is fenced (as Kafka)."""
+        with the epoch bumped so the producer is fenced (as Kafka). A fence forgets the
+        epoch before it: the fenced producer's KIP-360 retry is PRODUCER_FENCED, not taken
+        for a retry of the bump."""
         found = []
         for transactional_id, meta in self.txns.items():
             cur = meta.current
@@ -366,7 +368,7 @@ class TransactionCoordinator:
                     else cur.producer_epoch
                 found.append((transactional_id, cur.but(
                     state=TxnState.PREPARE_ABORT, producer_epoch=epoch,
-                    last_producer_epoch=cur.producer_epoch, last_update_ms=now)))
+                    last_producer_epoch=NO_PRODUCER_EPOCH, last_update_ms=now)))
         return found
 
     def expired(self, now: int) -> list[str]:
