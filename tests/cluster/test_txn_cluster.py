@@ -146,6 +146,7 @@ def test_commit_abort_and_fencing_on_three_brokers(cluster: list[BrokerProcess])
             p.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % PARTITIONS)
         if commit is None:
             break
+        assert p.flush(30) == 0  # an abort would drop records not sent yet
         (p.commit_transaction if commit else p.abort_transaction)(60)
     assert p.flush(30) == 0
     successor = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})

@@ -110,6 +110,7 @@ def test_commit_visible_abort_hidden_markers_skipped(txn_broker: BrokerProcess) 
         if commit:
             p.commit_transaction(30)
         else:
+            assert p.flush(10) == 0  # else the abort drops them before they are sent
             p.abort_transaction(30)
     # Per partition: 5 records + marker, 5 + marker, 5 + marker.
     assert end_offsets(txn_broker.bootstrap, topic, 2, committed=False) == [18, 18]
@@ -312,6 +313,7 @@ def test_kafka_python_transactions(txn_broker: BrokerProcess) -> None:
         if commit:
             p.commit_transaction()
         else:
+            p.flush()  # else the abort drops them before they are sent
             p.abort_transaction()
     # Fencing: a second producer with the same id aborts the first one's open transaction.
     p.begin_transaction()
