@@ -40,6 +40,7 @@ def test_readme_transaction_examples_run(make_broker: Any, kcat: str, tmp_path: 
     broker: BrokerProcess = make_broker()
     bin_dir = str(Path(moldau_executable()).parent)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env["MOLDAU_BOOTSTRAP_SERVER"] = broker.bootstrap  # the CLI's default address is 9092's
     env.pop("MOLDAU_CLIENT_LOG", None)
     outputs: list[str] = []
     for lang, code in transaction_blocks():
