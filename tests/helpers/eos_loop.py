@@ -19,6 +19,7 @@ after ``--max-seconds``, 3 on a fatal error (fenced, ...), printing ``fatal REAS
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import signal
 import sys
 import time
@@ -172,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         loop.stopping = True
 
     signal.signal(signal.SIGTERM, stop)
+    faulthandler.register(signal.SIGUSR1)  # kill -USR1: where a stuck loop is, on stderr
     try:
         code = loop.run()
     except KafkaException as exc:
