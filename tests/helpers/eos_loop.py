@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import os
 import signal
 import sys
 import time
@@ -80,6 +81,9 @@ class Loop:
             "transaction.timeout.ms": args.transaction_timeout_ms,
             "linger.ms": 5,
             "message.timeout.ms": args.transaction_timeout_ms,
+            # EOS_LOOP_DEBUG=eos,protocol: librdkafka's own log of the producer, on stderr.
+            **({"debug": os.environ["EOS_LOOP_DEBUG"]} if os.environ.get("EOS_LOOP_DEBUG")
+               else {}),
         })
         self.total = 0
 
