@@ -179,7 +179,7 @@ def _kill_broker_mid_transaction(runner: LoopRunner, brokers: list[BrokerProcess
     """kill -9 broker ``broker_id`` right after the loop opened a transaction; wait until
     the loop committed something without it; start it again and wait for full ISRs."""
     runner.ensure_running()
-    runner.current.wait_line("open ", 60, after=len(runner.current.lines))
+    runner.wait_open()
     victim = brokers[broker_id - 1]
     victim.kill9()
     killed = time.monotonic()

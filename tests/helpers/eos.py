@@ -274,12 +274,28 @@ class LoopRunner:
         loop.wait_line("ready", ready_timeout)
         return loop
 
+    def wait_open(self, timeout: float = 60.0) -> LoopProcess:
+        """Wait for the next ``open`` line (a transaction with records not yet committed),
+        restarting the loop whenever it exits meanwhile; return the incarnation."""
+        deadline = time.monotonic() + timeout
+        self.ensure_running()
+        loop, after = self.current, len(self.current.lines)
+        while time.monotonic() < deadline:
+            if any(line.startswith("open ") for _, line in loop.lines[after:]):
+                return loop
+            if not loop.running():
+                time.sleep(0.1)  # the reader thread may still hold its last lines
+                if any(line.startswith("open ") for _, line in loop.lines[after:]):
+                    return loop
+                self.ensure_running()
+                loop, after = self.current, len(self.current.lines)
+            time.sleep(0.02)
+        raise AssertionError(f"no transaction opened in {timeout:.0f} s; last lines "
+                             f"{self.current.tail()}")
+
     def kill_mid_transaction(self, timeout: float = 60.0) -> None:
         """kill -9 right after the loop wrote records it has not committed yet."""
-        self.ensure_running()
-        loop = self.current
-        loop.wait_line("open ", timeout, after=len(loop.lines))
-        loop.kill9()
+        self.wait_open(timeout).kill9()
         self.kills_mid_transaction += 1
 
     def ensure_running(self) -> None:

@@ -110,7 +110,7 @@ def test_eos_loop_under_repeated_kills_of_loop_and_broker(
         runner.start()
         for round_ in range(10):
             if round_ in (3, 7):  # the broker: coordinator and leader of everything
-                runner.current.wait_line("open ", 60, after=len(runner.current.lines))
+                runner.wait_open()
                 broker.kill9()
                 broker.start()
                 runner.ensure_running()
