@@ -246,7 +246,8 @@ def test_eos_loop_through_kills_of_loop_coordinator_and_leader(
           f"{len(runner.incarnations)} incarnations, {time.monotonic() - started:.0f} s "
           f"(last {took:.0f} s catching up); {'; '.join(events)}; read_committed held "
           f"{', '.join(f'{s:.1f}' for s in stuck)} s behind dead loops (timeout "
-          f"{TXN_TIMEOUT_MS / 1000:.0f} s); fatal exits: {runner.fatal_exits()}")
+          f"{TXN_TIMEOUT_MS / 1000:.0f} s); fatal exits: {runner.fatal_exits()}; "
+          f"client hangs cut by the loop's watchdog: {runner.hung_exits()}")
     assert all(s <= TXN_TIMEOUT_MS / 1000 + STUCK_SLACK_S for s in stuck), stuck
     assert end_offsets(bootstrap, sink, PARTITIONS, True) == \
         end_offsets(bootstrap, sink, PARTITIONS, False)

@@ -304,8 +304,14 @@ class LoopRunner:
             self.start()
 
     def fatal_exits(self) -> list[list[str]]:
+        """The last lines of incarnations that gave up by themselves (not hung, not killed)."""
         return [loop.tail(3) for loop in self.incarnations
-                if loop.proc is not None and loop.proc.returncode not in (None, 0, -9)]
+                if loop.proc is not None and loop.proc.returncode not in (None, 0, -9, 4)]
+
+    def hung_exits(self) -> list[str]:
+        """The calls of incarnations that ended on their watchdog (a client hang: exit 4)."""
+        return [loop.tail(1)[0] for loop in self.incarnations
+                if loop.proc is not None and loop.proc.returncode == 4]
 
     def finish(self, partitions: int, per_partition: int, timeout: float = 120.0) -> float:
         """Wait until the group committed the end of every input partition, restarting the

@@ -14,6 +14,13 @@ It prints one line per step on stdout (flushed), which the tests use to kill it 
 right moment: ``ready``, ``open N`` (N records produced, transaction not yet committed),
 ``committed N TOTAL``, ``aborting REASON`` then ``aborted``. It exits 0 on SIGTERM or
 after ``--max-seconds``, 3 on a fatal error (fenced, ...), printing ``fatal REASON``.
+
+A watchdog thread ends the process (exit 4, ``hung CALL``) when one client call overruns its
+own timeout by ``HANG_GRACE_S``: librdkafka >= 2.10 can wait forever in
+``send_offsets_to_transaction`` once it decommissioned the group coordinator's broker
+(confluentinc/librdkafka#5511, open), which a broker kill -9 triggers on a single broker (a
+"re-bootstrap"). An application would be restarted by its supervisor; the tests restart it
+and count these exits.
 """
 
 from __future__ import annotations
@@ -23,12 +30,17 @@ import faulthandler
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 FATAL_EXIT = 3
+HUNG_EXIT = 4
+HANG_GRACE_S = 10.0
+CALL_TIMEOUT_S = 15.0
 
 
 def say(line: str) -> None:
@@ -86,10 +98,28 @@ class Loop:
                else {}),
         })
         self.total = 0
+        self._call: tuple[str, float] | None = None  # (what, deadline) of the call under way
+        threading.Thread(target=self._watchdog, daemon=True).start()
+
+    def _watchdog(self) -> None:
+        while True:
+            time.sleep(0.5)
+            call = self._call
+            if call is not None and time.monotonic() > call[1]:
+                say(f"hung {call[0]}")
+                os._exit(HUNG_EXIT)
+
+    def call(self, what: str, timeout: float, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args, timeout)`` under the watchdog."""
+        self._call = (what, time.monotonic() + timeout + HANG_GRACE_S)
+        try:
+            return fn(*args, timeout)
+        finally:
+            self._call = None
 
     def run(self) -> int:
         deadline = time.monotonic() + self.args.max_seconds
-        self.producer.init_transactions(60)
+        self.call("init_transactions", 60, self.producer.init_transactions)
         self.consumer.subscribe([self.args.input])
         say("ready")
         while not self.stopping and time.monotonic() < deadline:
@@ -135,33 +165,34 @@ class Loop:
                     break
                 except BufferError:
                     self.producer.poll(0.05)
-        self.producer.flush(self.args.transaction_timeout_ms / 1000)
+        self.call("flush", self.args.transaction_timeout_ms / 1000, self.producer.flush)
         say(f"open {len(batch)}")
         if self.args.pause_ms:
             time.sleep(self.args.pause_ms / 1000)
         positions = self.consumer.position(self.consumer.assignment())
-        self.producer.send_offsets_to_transaction(
-            positions, self.consumer.consumer_group_metadata(), 30)
+        self.call("send_offsets_to_transaction", CALL_TIMEOUT_S,
+                  self.producer.send_offsets_to_transaction, positions,
+                  self.consumer.consumer_group_metadata())
         self._commit()
         self.total += len(batch)
         say(f"committed {len(batch)} {self.total}")
 
     def _commit(self) -> None:
-        for _ in range(10):
+        for _ in range(5):
             try:
-                self.producer.commit_transaction(30)
+                self.call("commit_transaction", CALL_TIMEOUT_S, self.producer.commit_transaction)
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable():
                     raise
                 time.sleep(0.2)
-        self.producer.commit_transaction(30)
+        self.call("commit_transaction", CALL_TIMEOUT_S, self.producer.commit_transaction)
 
     def _abort_and_rewind(self) -> None:
         """Abort, then continue from the offsets of the last committed transaction."""
-        self.producer.abort_transaction(60)
+        self.call("abort_transaction", 30, self.producer.abort_transaction)
         assignment = self.consumer.assignment()
-        committed = self.consumer.committed(assignment, timeout=30)
+        committed = self.call("committed", 30, self.consumer.committed, assignment)
         for tp in committed:
             offset = tp.offset if tp.offset >= 0 else -2  # OFFSET_BEGINNING
             self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))

@@ -87,6 +87,7 @@ def test_eos_loop_killed_mid_transaction(make_broker: MakeBroker, tmp_path: Path
           f"{stuck:.1f} s behind the dead loop (timeout {TXN_TIMEOUT_MS / 1000:.0f} s)")
     assert stuck <= TXN_TIMEOUT_MS / 1000 + STUCK_SLACK_S
     assert not runner.fatal_exits(), runner.fatal_exits()
+    assert not runner.hung_exits(), runner.hung_exits()
     assert_output_exactly_once(broker.bootstrap, sink, PARTITIONS, per_partition)
 
 
@@ -129,6 +130,7 @@ def test_eos_loop_under_repeated_kills_of_loop_and_broker(
           f"{len(runner.incarnations)} incarnations, {time.monotonic() - started:.0f} s "
           f"(last {took:.0f} s catching up); read_committed held "
           f"{', '.join(f'{s:.1f}' for s in stuck)} s behind dead loops "
-          f"(timeout {TXN_TIMEOUT_MS / 1000:.0f} s); fatal exits: {runner.fatal_exits()}")
+          f"(timeout {TXN_TIMEOUT_MS / 1000:.0f} s); fatal exits: {runner.fatal_exits()}; "
+          f"client hangs cut by the loop's watchdog: {runner.hung_exits()}")
     assert all(s <= TXN_TIMEOUT_MS / 1000 + STUCK_SLACK_S for s in stuck), stuck
     assert_output_exactly_once(broker.bootstrap, sink, PARTITIONS, per_partition)
