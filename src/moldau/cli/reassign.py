@@ -109,6 +109,10 @@ def read_plan(path: Path) -> list[Move]:
 # -- the controller, spoken to directly -------------------------------------------------------
 
 
+#: The old name of :func:`.raw_requests.request` (cli/log_dirs.py imports it from here).
+_request = raw_requests.request
+
+
 def _controller(conn: Connection, admin: Any) -> tuple[str, int]:
     described = conn.result(admin.describe_cluster(request_timeout=conn.timeout),
                             "cannot describe the cluster")
