@@ -23,7 +23,7 @@ from ..protocol.codec import build
 from .connection import Connection
 from .errors import CliError
 from .output import print_line, print_table, stdout_console, table
-from .reassign import _request
+from .raw_requests import request as raw_request
 
 Address = tuple[str, int]
 
@@ -37,7 +37,7 @@ def brokers(conn: Connection, admin: Any) -> dict[int, Address]:
 
 def _send(conn: Connection, node: int, address: Address, request: Any) -> Any:
     try:
-        return _request(address, request, conn.timeout)
+        return raw_request(address, request, conn.timeout)
     except OSError as exc:
         raise CliError(f"cannot reach broker {node} at {address[0]}:{address[1]}: "
                        f"{exc.strerror or exc}") from None
