@@ -155,3 +155,72 @@ def test_the_mover_copies_follows_and_swaps(tmp_path: Path) -> None:
     assert reopened is not None
     assert (reopened.log_start_offset, reopened.log_end_offset) == (10, expected_end)
     again.close()
+
+
+def test_a_move_keeps_transactions(tmp_path: Path) -> None:
+    """The copy carries the producers' transactions: aborted ones in the new segments'
+    ``.txnindex``, an open one still open (the last stable offset unchanged)."""
+    from moldau.log.control_batch import ControlType
+
+    from .test_transactions_log import txn_batch
+
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    logs = manager(d1, d2)
+    plog = logs.create("t", 0, LogConfig(segment_bytes=400))
+    source = plog.directory.parent
+    target = d2 if source == d1 else d1
+    replicas = ReplicaManager(logs, ME)
+    replicas.host_loaded()
+    aborted, open_pid = 7001, 7002
+    for seq in range(0, 30, 3):
+        plog.append(txn_batch(aborted, seq, 3), leader_epoch=0, now_ms=NOW,
+                    origin=AppendOrigin.CLIENT)
+    plog.append_marker(aborted, 0, ControlType.ABORT, 0, leader_epoch=0, now_ms=NOW)
+    plog.append(txn_batch(open_pid, 0, 2), leader_epoch=0, now_ms=NOW,
+                origin=AppendOrigin.CLIENT)
+    plog.high_watermark = plog.log_end_offset
+    end = plog.log_end_offset
+    before = (plog.aborted_transactions(0, end), plog.first_unstable_offset,
+              plog.last_stable_offset, len(plog.segments))
+    assert before[0] and before[1] is not None and before[3] > 1
+
+    async def run() -> None:
+        assert replicas.alter_log_dir("t", 0, str(target)) is ErrorCode.none
+        await _until_moved(replicas, logs, target)
+
+    asyncio.run(run())
+    moved = logs.get("t", 0)
+    assert moved is not None and moved is not plog and moved.directory.parent == target
+    assert (moved.aborted_transactions(0, end), moved.first_unstable_offset,
+            moved.last_stable_offset, len(moved.segments)) == before
+    assert moved.producers.ongoing_transaction(open_pid) == plog.producers.ongoing_transaction(
+        open_pid)
+    assert list(target.glob("t-0/*.txnindex"))
+    logs.close()
+
+
+def test_a_move_back_to_the_current_dir_cancels_it(tmp_path: Path) -> None:
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    logs = manager(d1, d2)
+    plog = logs.create("t", 0, LogConfig())
+    source = plog.directory.parent
+    target = d2 if source == d1 else d1
+    replicas = ReplicaManager(logs, ME)
+    replicas.host_loaded()
+    for _ in range(20):
+        _append(replicas, 10)
+
+    async def run() -> None:
+        replicas.mover.rate = 10_000
+        assert replicas.alter_log_dir("t", 0, str(target)) is ErrorCode.none
+        await asyncio.sleep(0.05)
+        assert plog.moving and logs.future("t", 0) is not None
+        assert replicas.alter_log_dir("t", 0, str(source)) is ErrorCode.none
+        await asyncio.sleep(0.05)
+        assert logs.future("t", 0) is None and not plog.moving
+        assert not replicas.mover.moving(("t", 0))
+
+    asyncio.run(run())
+    assert logs.dir_of("t", 0) == source
+    assert not [p for p in target.iterdir() if p.name.endswith("-future")]
+    logs.close()

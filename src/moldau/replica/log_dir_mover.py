@@ -140,7 +140,9 @@ class LogDirMover:
         finally:
             with contextlib.suppress(ValueError):
                 current.truncation_listeners.remove(listener)
-            current.moving = False
+            # A move redirected to another dir already runs in a new task: still moving.
+            if self._tasks.get(partition.key) in (None, asyncio.current_task()):
+                current.moving = False
 
     def _swap(self, partition: Partition, current: PartitionLog, future: PartitionLog) -> None:
         """Make the caught-up future the partition's log; runs without yielding the loop."""
