@@ -353,3 +353,19 @@ def test_unknown_status_raises() -> None:
     data[2 + 8 + 2 + 4] = 9
     with pytest.raises(RecordFormatError):
         decode_value(bytes(data))
+
+
+def test_timer_skips_writes_in_flight_and_postponed_ids(c: TransactionCoordinator) -> None:
+    """No deadline in the past while the abort is being written (the timer would spin), and
+    a failed timer write waits before it is tried again."""
+    _ongoing(c)
+    [(tid, snapshot)] = c.timed_out(T0 + 60_000)
+    c.begin(tid, snapshot, fencing=True)
+    assert c.next_deadline() is None
+    assert c.timed_out(T0 + 60_001) == []
+    c.finish(tid, snapshot, False)
+    assert c.next_deadline() == T0 + 60_000
+    c.postpone(tid, T0 + 61_000)
+    assert c.next_deadline() == T0 + 61_000
+    assert c.timed_out(T0 + 60_999) == []
+    assert [t for t, _ in c.timed_out(T0 + 61_000)] == [TID]

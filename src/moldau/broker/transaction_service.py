@@ -85,6 +85,9 @@ log = logging.getLogger(__name__)
 TXN_TOPIC = "__transaction_state"
 #: How long a state write may wait for the ISR (Kafka uses request.timeout.ms, 30 s).
 WRITE_TIMEOUT_S = 30.0
+#: A timer's write (abort of a timed-out transaction, tombstone of an expired id) that
+#: failed is tried again after this long.
+TIMER_RETRY_MS = 1000
 #: Marker retries back off from the first to the last value, doubling.
 MARKER_BACKOFF_S = (0.05, 1.0)
 #: Marker write errors after which the leader is asked again (it may move, come back, or
@@ -515,12 +518,11 @@ class TransactionService:
             log.info("transaction %s: timed out after %d ms, aborting (producer %d fenced "
                      "with epoch %d)", transactional_id, snapshot.timeout_ms,
                      snapshot.producer_id, snapshot.producer_epoch)
-            jobs.append(self._carry_out(transactional_id, Decision(write=snapshot,
-                                                                   fencing=True)))
+            jobs.append(self._timer_write(transactional_id, snapshot))
         for transactional_id in self.coordinator.expired(now):
             log.info("transaction %s: expired (idle longer than transactional.id.expiration.ms)",
                      transactional_id)
-            jobs.append(self._write(transactional_id, None))
+            jobs.append(self._timer_write(transactional_id, None))
         if jobs:
             # Each job marks its id pending first, so the next deadline moves on at once;
             # the writes themselves run in the background.
@@ -528,6 +530,21 @@ class TransactionService:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             await asyncio.sleep(0)
+
+    async def _timer_write(self, transactional_id: str, snapshot: TxnSnapshot | None) -> None:
+        """A timeout's abort (``snapshot``) or an expiry's tombstone (None); if it cannot be
+        written now, it is tried again after ``TIMER_RETRY_MS``."""
+        if snapshot is None:
+            error = await self._write(transactional_id, None)
+        else:
+            error, _, _ = await self._carry_out(transactional_id,
+                                                Decision(write=snapshot, fencing=True))
+        if error not in (None, ErrorCode.none):
+            log.info("transaction %s: %s not written (%s), retrying in %d ms", transactional_id,
+                     "abort" if snapshot is not None else "expiry", error.name.upper(),
+                     TIMER_RETRY_MS)
+            self.coordinator.postpone(transactional_id, now_ms() + TIMER_RETRY_MS)
+            self._poke()
 
     @staticmethod
     async def _gather(jobs: list[Coroutine[Any, Any, object]]) -> None:

@@ -363,7 +363,7 @@ class TransactionCoordinator:
         for transactional_id, meta in self.txns.items():
             cur = meta.current
             if meta.pending is None and cur.state is TxnState.ONGOING \
-                    and cur.start_ms + cur.timeout_ms <= now:
+                    and cur.start_ms + cur.timeout_ms <= now and meta.retry_at <= now:
                 epoch = cur.producer_epoch + 1 if cur.producer_epoch < MAX_EPOCH \
                     else cur.producer_epoch
                 found.append((transactional_id, cur.but(
@@ -376,20 +376,29 @@ class TransactionCoordinator:
         to be removed with a tombstone."""
         limit = now - self.config.id_expiration_ms
         return [transactional_id for transactional_id, meta in self.txns.items()
-                if meta.pending is None
+                if meta.pending is None and meta.retry_at <= now
                 and (meta.current.state is TxnState.EMPTY or meta.current.state.is_complete)
                 and meta.current.last_update_ms <= limit]
+
+    def postpone(self, transactional_id: str, until: int) -> None:
+        """A timer's write for the id failed: try again no sooner than ``until``."""
+        meta = self.txns.get(transactional_id)
+        if meta is not None:
+            meta.retry_at = until
 
     def next_deadline(self) -> int | None:
         """The earliest time a transaction times out or an id expires (None: nothing to do)."""
         deadline: int | None = None
         for meta in self.txns.values():
             cur = meta.current
+            if meta.pending is not None:
+                continue  # being written: its outcome sets the next deadline
             if cur.state is TxnState.ONGOING:
                 due = cur.start_ms + cur.timeout_ms
             elif cur.state is TxnState.EMPTY or cur.state.is_complete:
                 due = cur.last_update_ms + self.config.id_expiration_ms
             else:
                 continue
+            due = max(due, meta.retry_at)
             deadline = due if deadline is None else min(deadline, due)
         return deadline

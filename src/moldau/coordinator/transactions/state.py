@@ -104,6 +104,9 @@ class TransactionMetadata:
     pending: TxnSnapshot | None = None
     #: An abort of a fenced or timed-out transaction follows the in-memory fence bump.
     fencing: bool = False
+    #: A timer's write for this id failed: its timeout/expiry is not acted on again before
+    #: this time (ms), so a coordinator that cannot write does not retry in a tight loop.
+    retry_at: int = 0
 
     @property
     def state(self) -> TxnState:
