@@ -6,7 +6,10 @@ On one broker (RF 1) and on a local 3-broker cluster with its own ZooKeeper (RF 
 ``min.insync.replicas=2``, as ``bench.replication`` starts it), the same run measures four
 producers of 1 KiB records with acks=all, linger 5 ms, 6 partitions:
 
-- ``plain``: no idempotence (today's produce path);
+- ``plain``: no idempotence (today's produce path; librdkafka then keeps up to 1,000,000
+  requests in flight per connection);
+- ``plain_inflight5``: no idempotence, at most 5 requests in flight, as an idempotent
+  producer has: the same pipelining without sequence numbers;
 - ``idempotent``: ``enable.idempotence`` (the broker checks sequence numbers);
 - ``txn100`` / ``txn1000``: a transactional producer committing every 100 / 1,000 records
   (``commit_transaction`` drains the producer's queue, so each commit is a pipeline stall:
@@ -43,15 +46,21 @@ from .replication import SESSION_TIMEOUT_MS, _free_ports, _topic
 
 TIME_LIMIT_S = 120.0
 PARTITIONS = 6
-MODES = ("plain", "idempotent", "txn100", "txn1000")
+MODES = ("plain", "plain_inflight5", "idempotent", "txn100", "txn1000")
 
 
 def _producer(bootstrap: str, mode: str) -> Producer:
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
         "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
-        "queue.buffering.max.kbytes": 1_048_576, "enable.idempotence": mode != "plain",
+        "queue.buffering.max.kbytes": 1_048_576,
+        "enable.idempotence": not mode.startswith("plain"),
     }
+    if mode == "plain_inflight5":
+        # What an idempotent producer allows (librdkafka's default is 1,000,000): the same
+        # pipelining without the sequence numbers, so idempotent/plain_inflight5 is the
+        # broker's own cost of checking them, and plain/plain_inflight5 the client's.
+        config["max.in.flight.requests.per.connection"] = 5
     if mode.startswith("txn"):
         config["transactional.id"] = f"bench-{uuid.uuid4().hex[:8]}"
     return Producer(config)
@@ -123,11 +132,12 @@ def produce(bootstrap: str, topic: str, mode: str, count: int, size: int) -> dic
 
 
 def measure(bootstrap: str, setup: dict[str, Any], count: int, size: int, reps: int,
-            replication_factor: int, configs: dict[str, str]) -> dict[str, Any]:
+            replication_factor: int, configs: dict[str, str],
+            modes: tuple[str, ...] = MODES) -> dict[str, Any]:
     """``reps`` rounds of every mode, alternating, each on a new topic; the summary line."""
-    rates: dict[str, list[int]] = {mode: [] for mode in MODES}
+    rates: dict[str, list[int]] = {mode: [] for mode in modes}
     for round_number in range(reps):
-        for mode in MODES:
+        for mode in modes:
             topic = _topic(bootstrap, PARTITIONS, replication_factor, configs)
             sample = {**setup, **produce(bootstrap, topic, mode, count, size),
                       "round": round_number}
@@ -137,7 +147,7 @@ def measure(bootstrap: str, setup: dict[str, Any], count: int, size: int, reps: 
     medians = {mode: round(statistics.median(r)) if r else None for mode, r in rates.items()}
 
     def ratio(a: str, b: str) -> float | None:
-        top, bottom = medians[a], medians[b]
+        top, bottom = medians.get(a), medians.get(b)
         return round(top / bottom, 2) if top and bottom else None
 
     return {"workload": "summary", **setup, "records": count, "record_bytes": size,
@@ -145,6 +155,7 @@ def measure(bootstrap: str, setup: dict[str, Any], count: int, size: int, reps: 
             "min_max_records_per_s": {m: [min(r), max(r)] if r else None
                                       for m, r in rates.items()},
             "idempotent_over_plain": ratio("idempotent", "plain"),
+            "idempotent_over_plain_inflight5": ratio("idempotent", "plain_inflight5"),
             "txn100_over_idempotent": ratio("txn100", "idempotent"),
             "txn1000_over_idempotent": ratio("txn1000", "idempotent"),
             "target_txn1000_over_idempotent": 0.8,
@@ -161,13 +172,19 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=None, help="rounds (default 3, quick 1)")
     parser.add_argument("--no-cluster", action="store_true",
                         help="one broker only (no ZooKeeper needed)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated subset of {','.join(MODES)}")
     args = parser.parse_args()
+    modes = tuple(m for m in args.modes.split(",") if m)
+    unknown = set(modes) - set(MODES)
+    if unknown or not modes:
+        parser.error(f"unknown modes {sorted(unknown)}: choose from {', '.join(MODES)}")
     count = args.records or (50_000 if args.quick else 200_000)
     reps = args.reps or (1 if args.quick else 3)
     alone = BenchBroker()
     try:
         print(json.dumps(measure(alone.bootstrap, {"brokers": 1, "replication_factor": 1},
-                                 count, args.record_bytes, reps, 1, {})), flush=True)
+                                 count, args.record_bytes, reps, 1, {}, modes)), flush=True)
     finally:
         alone.close()
     if args.no_cluster:
@@ -184,7 +201,7 @@ def main() -> None:
             time.sleep(2)  # registrations and the controller election
             setup = {"brokers": 3, "replication_factor": 3, "min_insync_replicas": 2}
             print(json.dumps(measure(spec.bootstrap, setup, count, args.record_bytes, reps, 3,
-                                     {"min.insync.replicas": "2"})), flush=True)
+                                     {"min.insync.replicas": "2"}, modes)), flush=True)
         finally:
             cluster.stop()
             if env_level is None:
