@@ -368,7 +368,8 @@ class _TransactionalWorker(_ProducerWorker):
         if not commit and why is None:
             # An abort chosen on purpose: let the values reach the log first (abort would
             # purge what is still queued), so consumers really have aborted data to skip.
-            producer.flush(cfg.flush_timeout_s)
+            with contextlib.suppress(KafkaException):  # a fatal error: abort says it again
+                producer.flush(cfg.flush_timeout_s)
         while True:
             left = max(1.0, deadline - time.monotonic())
             try:
