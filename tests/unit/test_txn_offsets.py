@@ -250,3 +250,12 @@ def test_transactional_batch_header() -> None:
     assert header.is_transactional and not header.is_control
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (PID, 3, 0)
     assert crc32c.crc32c(batch[ATTRIBUTES_POS:]) == header.crc
+
+
+def test_a_commit_being_stored_is_unstable_too(h: Harness) -> None:
+    """Kafka's pendingOffsetCommits: between an OffsetCommit's append and its acks=all."""
+    plan = h.coordinator.prepare_commit("g", "", None, -1, [CommittedOffset(*TP, 3)], h.now)
+    assert h.coordinator.unstable_partitions("g") == {TP}
+    h.coordinator.complete_commit(plan, ErrorCode.coordinator_not_available, h.now)
+    assert h.coordinator.unstable_partitions("g") == set()
+    assert h.offset("g") is None

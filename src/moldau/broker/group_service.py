@@ -550,12 +550,18 @@ class GroupService:
             group_id, member_id, group_instance_id, generation_id, valid, now,
             retention_ms=retention_ms, unknown_group_error=unknown_group_error)
         error: ErrorCode | None = None
-        if plan.write is not None:
-            error, replicated, plan.position = self._append_at(plan.write, now,
-                                                               required_acks=-1)
-            if replicated is not None:
-                error = await self._replicated(replicated)
-                now = now_ms()
+        try:
+            if plan.write is not None:
+                error, replicated, plan.position = self._append_at(plan.write, now,
+                                                                   required_acks=-1)
+                if replicated is not None:
+                    error = await self._replicated(replicated)
+                    now = now_ms()
+        except BaseException:
+            # Cancelled while waiting (the client went away): the commit is no longer in
+            # flight; its record, should the ISR get it, counts after a reload.
+            self.coordinator.complete_commit(plan, ErrorCode.request_timed_out, now_ms())
+            raise
         errors = self.coordinator.complete_commit(plan, error, now)
         self._apply(Effects(), now)
         return {**unknown, **errors}

@@ -161,6 +161,9 @@ class GroupCoordinator:
         self._next_cleanup = now + config.offsets_retention_check_interval_ms
         #: producer id -> groups that may hold its pending transactional offsets.
         self._txn_groups: dict[int, set[str]] = {}
+        #: group -> partition -> OffsetCommits decided but not yet stored (Kafka's
+        #: pendingOffsetCommits): a stable OffsetFetch must not answer around them either.
+        self._in_flight: dict[str, dict[TopicPartition, int]] = {}
 
     # -- groups and deadlines ----------------------------------------------------------------
 
@@ -372,6 +375,9 @@ class GroupCoordinator:
             records.append(committed.to_record(group_id, o.topic, o.partition))
         if records:
             plan.write = Write(group_id, tuple(records))
+            in_flight = self._in_flight.setdefault(group_id, {})
+            for tp in plan.accepted:
+                in_flight[tp] = in_flight.get(tp, 0) + 1
         return plan
 
     def complete_commit(self, plan: CommitPlan, error: ErrorCode | None,
@@ -379,6 +385,8 @@ class GroupCoordinator:
         """Apply a planned commit once its write succeeded (``error`` None) or failed."""
         errors = dict(plan.errors)
         group = self.groups.get(plan.group_id)
+        if plan.producer_id < 0 and plan.write is not None:
+            self._done_in_flight(plan)
         for tp, committed in plan.accepted.items():
             if group is not None:
                 if plan.producer_id >= 0:
@@ -470,11 +478,26 @@ class GroupCoordinator:
             del self._txn_groups[producer_id]
         return out
 
+    def _done_in_flight(self, plan: CommitPlan) -> None:
+        in_flight = self._in_flight.get(plan.group_id)
+        if in_flight is None:
+            return
+        for tp in plan.accepted:
+            count = in_flight.get(tp, 0) - 1
+            if count > 0:
+                in_flight[tp] = count
+            else:
+                in_flight.pop(tp, None)
+        if not in_flight:
+            del self._in_flight[plan.group_id]
+
     def unstable_partitions(self, group_id: str) -> set[TopicPartition]:
-        """Partitions with pending transactional offsets (OffsetFetch require_stable answers
-        them UNSTABLE_OFFSET_COMMIT)."""
+        """Partitions with pending transactional offsets or an OffsetCommit still being
+        stored (OffsetFetch require_stable answers them UNSTABLE_OFFSET_COMMIT, as Kafka)."""
         group = self.groups.get(group_id)
-        return set() if group is None else group.offsets.pending_partitions()
+        unstable = set() if group is None else group.offsets.pending_partitions()
+        unstable.update(self._in_flight.get(group_id, ()))
+        return unstable
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
