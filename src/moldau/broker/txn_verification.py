@@ -54,6 +54,7 @@ from ..log.batch import (
 from ..protocol.codec import build
 
 if TYPE_CHECKING:
+    from ..log.producer_state import ProducerState
     from .broker import Broker
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,14 @@ class Refusal(NamedTuple):
     message: str | None
 
 
+#: What a partition knows of a producer (epoch, coordinator epoch, last timestamp, open
+#: transaction's first offset), taken before a verification and compared right before the
+#: append: a marker written meanwhile (the coordinator ended the transaction while the leader
+#: asked about it) changes it, and the batch must not open a transaction nobody will end.
+#: Kafka's "verification guard", read off the producer state instead of stored in it.
+Stamp = tuple[int, int, int, int] | None
+
+
 class Candidate(NamedTuple):
     """A partition whose batch must be checked before it is appended."""
 
@@ -87,6 +96,32 @@ class Candidate(NamedTuple):
     partition: int
     producer_id: int
     producer_epoch: int
+    stamp: Stamp = None
+
+
+def producer_stamp(state: ProducerState, producer_id: int) -> Stamp:
+    entry = state.producers.get(producer_id)
+    if entry is None:
+        return None
+    return entry.epoch, entry.coordinator_epoch, entry.last_timestamp, entry.txn_first_offset
+
+
+def guard_broken(broker: Broker, topic: str, index: int, candidate: Candidate
+                 ) -> Refusal | None:
+    """Right before the append of a verified batch: the refusal when a marker for its
+    producer was written on the partition since the verification began."""
+    partition = broker.partition(topic, index)
+    if partition is None:
+        return None  # the append answers it
+    if producer_stamp(partition.log.producers, candidate.producer_id) == candidate.stamp:
+        return None
+    # Retriable: the producer's retry is verified afresh, and the coordinator then says
+    # whether this transaction (or the one the marker ended) holds the partition.
+    log.info("transactional produce to %s-%d: a marker for producer %d was written while the "
+             "batch was verified; answered NOT_ENOUGH_REPLICAS (retry)", topic, index,
+             candidate.producer_id)
+    return Refusal(ErrorCode.not_enough_replicas,
+                   "The producer's transaction state changed while the partition was verified")
 
 
 def transactional_producer(records: Any) -> tuple[int, int] | None:

@@ -44,7 +44,9 @@ from ..topic_names import INTERNAL_TOPICS
 from ..txn_verification import (
     Candidate,
     Refusal,
+    guard_broken,
     needs_check,
+    producer_stamp,
     transactional_producer,
     verify,
 )
@@ -208,12 +210,13 @@ def _topic_name(broker: Broker, topic_data: Any) -> tuple[str, ErrorCode | None,
 
 
 async def _verify_transactional(ctx: RequestContext, request: Any
-                                ) -> dict[tuple[str, int], Refusal]:
+                                ) -> tuple[dict[tuple[str, int], Refusal],
+                                           dict[tuple[str, int], Candidate]]:
     """KIP-890: the partitions whose transactional batch the transaction coordinator does
-    not vouch for (see broker/txn_verification.py); only a transaction's first batch on a
-    partition is checked."""
+    not vouch for, and those it does (to check their guard right before the append; see
+    broker/txn_verification.py); only a transaction's first batch on a partition is checked."""
     broker = ctx.broker
-    candidates = []
+    candidates = {}
     for topic_data in request.topic_data:
         name, code, _ = _topic_name(broker, topic_data)
         if code is not None:
@@ -221,10 +224,14 @@ async def _verify_transactional(ctx: RequestContext, request: Any
         for p in topic_data.partition_data:
             producer = transactional_producer(p.records)
             if producer is not None and needs_check(broker, name, p.index, *producer):
-                candidates.append(Candidate(name, p.index, *producer))
+                partition = broker.partition(name, p.index)
+                assert partition is not None  # needs_check: led here
+                stamp = producer_stamp(partition.log.producers, producer[0])
+                candidates[(name, p.index)] = Candidate(name, p.index, *producer, stamp)
     if not candidates:
-        return {}
-    return await verify(broker, ctx.version, request.transactional_id, candidates)
+        return {}, {}
+    refused = await verify(broker, ctx.version, request.transactional_id, candidates.values())
+    return refused, {k: c for k, c in candidates.items() if k not in refused}
 
 
 async def handle(request: Any, ctx: RequestContext) -> Any:
@@ -235,8 +242,9 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     pacer = Pacer()
     written: list[bool] = []
     refused: dict[tuple[str, int], Refusal] = {}
+    verified: dict[tuple[str, int], Candidate] = {}
     if request.transactional_id is not None:
-        refused = await _verify_transactional(ctx, request)
+        refused, verified = await _verify_transactional(ctx, request)
     for topic_data in request.topic_data:
         name, code, message = _topic_name(broker, topic_data)
         if code is None and acks not in (0, 1, -1):
@@ -268,6 +276,14 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                     # Only during a controlled shutdown: no coroutine per partition otherwise.
                     await _wait_for_handover(partition.handover)
                     partition = broker.partition(name, p.index)  # may be gone meanwhile
+                if verified and (name, p.index) in verified:
+                    # No await from here to the append: nothing can end the transaction
+                    # between this check and the write.
+                    broken = guard_broken(broker, name, p.index, verified[(name, p.index)])
+                    if broken is not None:
+                        entries.append(_partition_response(m, p.index, broken.code,
+                                                           broken.message))
+                        continue
                 entries.append(_append(ctx, name, p, partition, acks, written))
                 await pacer.tick()
         appended_topics.append((name, entries))
