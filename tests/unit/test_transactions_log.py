@@ -210,3 +210,25 @@ def test_txn_index_file_round_trip_and_torn_tail(tmp_path: Path) -> None:
     again.truncate(30)
     assert again.entries == [AbortedTxn(1, 10, 20, 21)]
     assert index.path.stat().st_size == 34
+
+
+def test_read_committed_lists_only_the_aborts_overlapping_what_it_returns(
+        tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    produce(plog, txn_batch(A, 0))  # 0
+    marker(plog, A, ControlType.ABORT)  # 1
+    for _ in range(4):
+        produce(plog, build_batch([Record(b"k", b"plain", NOW)]))  # 2-5
+    produce(plog, txn_batch(B, 0))  # 6
+    marker(plog, B, ControlType.ABORT)  # 7
+    produce(plog, txn_batch(A, 1))  # 8, left open
+    plog.high_watermark = plog.log_end_offset
+    assert plog.last_stable_offset == 8
+    data, aborted = plog.read_committed(0, 1)  # one batch: offset 0 only
+    assert data is not None and aborted == [AbortedTxn(A, 0, 1, 2)]
+    data, aborted = plog.read_committed(2, 1)
+    assert data is not None and aborted == []
+    data, aborted = plog.read_committed(0, 1 << 20)
+    assert data is not None and [t.producer_id for t in aborted] == [A, B]
+    assert len(parse_batches(data.read())) == 8  # stops at the LSO: not the open batch
+    assert plog.read_committed(8, 1 << 20) == (None, [])

@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .batch import (
+    BATCH_HEADER_SIZE,
     BatchHeader,
     check_client_batches,
     iter_batch_headers,
     offset_patched_chunks,
     parse_batches,
+    read_header,
 )
 from .checkpoint import fsync_dir
 from .config import LONG_MAX, LogConfig
@@ -771,6 +773,43 @@ class PartitionLog:
         except OSError as exc:
             raise self._io_failed(exc) from None
         return None
+
+    def read_committed(self, offset: int, max_bytes: int, *, min_one_batch: bool = True
+                       ) -> tuple[FileSlice | None, list[AbortedTxn]]:
+        """:meth:`read` for a read_committed fetch: batches below the last stable offset, and
+        the aborted transactions overlapping them.
+
+        The range of the aborted list ends at the offset after the returned batches (one
+        header read at the slice's end, as Kafka bounds it through its offset index), so a
+        consumer far behind gets only the transactions of what it receives.
+        """
+        self._check_online()
+        self._check_offset(offset)
+        lso = self.last_stable_offset
+        if offset == self.log_end_offset or offset >= lso:
+            return None, []
+        segments = self._segments
+        try:
+            for i in range(self._segment_index(offset), len(segments)):
+                segment = segments[i]
+                first = segment.find_batch(offset)
+                if first is None:
+                    continue
+                data = segment.slice_from(first, max_bytes, min_one_batch, lso)
+                if data is None:
+                    return None, []
+                if not any(seg.txn_index.entries for seg in segments[i:]):
+                    return data, []  # no aborted transaction from here on (the usual case)
+                end = data.position + data.size
+                upper = segment.next_offset
+                if end < segment.size:
+                    raw = os.pread(segment.fd, BATCH_HEADER_SIZE, end)
+                    if len(raw) == BATCH_HEADER_SIZE:
+                        upper = read_header(raw, 0, end).base_offset
+                return data, self.aborted_transactions(offset, min(upper, lso))
+        except OSError as exc:
+            raise self._io_failed(exc) from None
+        return None, []
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) for ListOffsets by time, or None if no record is that recent.

@@ -31,6 +31,7 @@ from ..log.config import LogConfig
 from ..log.control_batch import ControlType
 from ..log.file_slice import FileSlice
 from ..log.partition_log import AppendOrigin, AppendResult, PartitionLog
+from ..log.txn_index import AbortedTxn
 from .errors import ReplicaError
 
 log = logging.getLogger(__name__)
@@ -585,6 +586,14 @@ class Partition:
         else:
             bound = self._log.high_watermark
         return self._log.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=bound)
+
+    def read_committed(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
+                       current_leader_epoch: int = NO_EPOCH, require_leader: bool = True
+                       ) -> tuple[FileSlice | None, list[AbortedTxn]]:
+        """A read_committed consumer's read: batches below the last stable offset and the
+        aborted transactions overlapping them (see :meth:`PartitionLog.read_committed`)."""
+        self.check_epoch(current_leader_epoch, require_leader=require_leader)
+        return self._log.read_committed(offset, max_bytes, min_one_batch=min_one_batch)
 
     def fetch_offset_for_timestamp(self, timestamp: int, current_leader_epoch: int = NO_EPOCH,
                                    *, require_leader: bool = True,

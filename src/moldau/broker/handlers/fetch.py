@@ -129,12 +129,16 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
                 if held and limit <= 0:
                     read.held = True
                     partition.check_epoch(current_epoch)
+                elif committed and (limit > 0 or total == 0):
+                    data, aborted = partition.read_committed(
+                        p.fetch_offset, max(limit, 0), min_one_batch=total == 0,
+                        current_leader_epoch=current_epoch)
+                    read.aborted = [(t.producer_id, t.first_offset) for t in aborted]
                 elif limit > 0 or total == 0:
                     data = partition.read(p.fetch_offset, max(limit, 0),
                                           min_one_batch=total == 0,
                                           fetch_only_committed=follower < 0,
-                                          current_leader_epoch=current_epoch,
-                                          read_committed=committed)
+                                          current_leader_epoch=current_epoch)
                 else:  # the response is full: nothing is read, the epoch is still checked
                     partition.check_epoch(current_epoch)
                 if follower >= 0:
@@ -152,11 +156,6 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
             if data is not None and data.size > 0:
                 read.data = data
                 total += data.size
-                if committed:
-                    read.aborted = [
-                        (t.producer_id, t.first_offset)
-                        for t in partition.log.aborted_transactions(
-                            p.fetch_offset, read.last_stable_offset)]
                 if held:
                     quota.record(data.size)
             parts.append(read)
