@@ -67,10 +67,12 @@ def produce(
             "mb_per_s": round(sent * size / elapsed / 1e6, 1), "failed": failed}
 
 
-def consume(bootstrap: str, topic: str, partitions: int, count: int, size: int) -> dict[str, Any]:
+def consume(bootstrap: str, topic: str, partitions: int, count: int, size: int,
+            isolation: str = "read_committed") -> dict[str, Any]:
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 1_048_576,
+        "isolation.level": isolation,
     })
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     start = time.perf_counter()
@@ -83,6 +85,7 @@ def consume(bootstrap: str, topic: str, partitions: int, count: int, size: int) 
     elapsed = time.perf_counter() - start
     consumer.close()
     return {"workload": "consume", "records": received, "record_bytes": size,
+            "isolation": isolation,
             "seconds": round(elapsed, 3), "records_per_s": round(received / elapsed),
             "mb_per_s": round(received * size / elapsed / 1e6, 1)}
 
@@ -144,6 +147,10 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--idempotent", action="store_true",
                         help="produce with enable.idempotence (the broker checks sequences)")
+    parser.add_argument("--isolation", choices=("read_committed", "read_uncommitted"),
+                        default="read_committed",
+                        help="the consumer's isolation.level (librdkafka's default: "
+                             "read_committed, which reads up to the last stable offset)")
     args = parser.parse_args()
     broker = None if args.bootstrap else BenchBroker()
     bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
@@ -157,7 +164,8 @@ def main() -> None:
                 result["broker_cpu_s"] = round(broker.cpu_seconds() - cpu0, 2)
             print(json.dumps(result), flush=True)
             cpu0 = broker.cpu_seconds() if broker else 0.0
-            result = consume(bootstrap, topic, args.partitions, result["records"], size)
+            result = consume(bootstrap, topic, args.partitions, result["records"], size,
+                             args.isolation)
             if broker:
                 result["broker_cpu_s"] = round(broker.cpu_seconds() - cpu0, 2)
             print(json.dumps(result), flush=True)

@@ -232,3 +232,14 @@ def test_read_committed_lists_only_the_aborts_overlapping_what_it_returns(
     assert data is not None and [t.producer_id for t in aborted] == [A, B]
     assert len(parse_batches(data.read())) == 8  # stops at the LSO: not the open batch
     assert plog.read_committed(8, 1 << 20) == (None, [])
+
+
+def test_lso_does_not_fall_below_the_log_start(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    produce(plog, txn_batch(A, 0))  # 0, left open
+    for _ in range(3):
+        produce(plog, build_batch([Record(b"k", b"plain", NOW)]))  # 1-3
+    assert plog.last_stable_offset == 0
+    plog.delete_records_before(2)
+    assert plog.last_stable_offset == 2  # as Kafka: max(first unstable, log start)
+    assert plog.producers.ongoing_transaction(A) == 0

@@ -542,7 +542,11 @@ class PartitionLog:
         if not self.producers.has_transactions:
             return hw
         first = self.producers.first_unstable_offset(hw)
-        return hw if first is None or first > hw else first
+        if first is None or first > hw:
+            return hw
+        # An open transaction whose start went with retention or DeleteRecords: as Kafka,
+        # the stable offset does not fall below the log start.
+        return max(first, self._log_start_offset)
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``[start, end)``, from the ``.txnindex`` of
