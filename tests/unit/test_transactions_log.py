@@ -18,7 +18,11 @@ import pytest
 from moldau.log import LogConfig, PartitionLog
 from moldau.log.batch import parse_batches
 from moldau.log.control_batch import ControlType, encode_marker, marker_of
-from moldau.log.errors import InvalidProducerEpochError, TransactionCoordinatorFencedError
+from moldau.log.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    TransactionCoordinatorFencedError,
+)
 from moldau.log.partition_log import AppendOrigin
 from moldau.log.txn_index import AbortedTxn, TransactionIndex
 
@@ -243,3 +247,14 @@ def test_lso_does_not_fall_below_the_log_start(tmp_path: Path) -> None:
     plog.delete_records_before(2)
     assert plog.last_stable_offset == 2  # as Kafka: max(first unstable, log start)
     assert plog.producers.ongoing_transaction(A) == 0
+
+
+def test_plain_batch_during_an_open_transaction_is_invalid_txn_state(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    produce(plog, txn_batch(A, 0))
+    plain = build_batch([Record(b"k", b"v", NOW)], producer_id=A, producer_epoch=0,
+                        base_sequence=1)
+    with pytest.raises(InvalidTxnStateError):
+        produce(plog, plain)
+    marker(plog, A, ControlType.COMMIT)
+    produce(plog, plain)  # after the marker it is fine

@@ -99,3 +99,8 @@ class InvalidProducerEpochError(LogError):
 class TransactionCoordinatorFencedError(LogError):
     """A transaction marker from a coordinator older than the one that last wrote a marker
     for this producer here (Kafka's TRANSACTION_COORDINATOR_FENCED)."""
+
+
+class InvalidTxnStateError(LogError):
+    """A producer with a transaction open on the partition sent a non-transactional batch
+    (Kafka's INVALID_TXN_STATE)."""

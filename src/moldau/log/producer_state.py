@@ -50,6 +50,7 @@ from .batch import BatchHeader
 from .control_batch import ControlType
 from .errors import (
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
@@ -141,7 +142,8 @@ class ProducerState:
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Check a producer's batch before the leader appends it: the batch it repeats (a
         retry: acknowledge that one, write nothing), or None to append it. Raises
-        InvalidProducerEpochError or OutOfOrderSequenceError. Only for producer ids >= 0."""
+        InvalidProducerEpochError, OutOfOrderSequenceError, or InvalidTxnStateError (a plain
+        batch while the producer's transaction is open here). Only for producer ids >= 0."""
         pid = header.producer_id
         entry = self.producers.get(pid)
         if entry is None:
@@ -166,6 +168,10 @@ class ProducerState:
             raise OutOfOrderSequenceError(
                 f"out of order sequence number for producer {pid} in {self.name}: {first} "
                 f"(incoming seq. number), {entry.last_seq} (current end sequence number)")
+        if entry.txn_first_offset >= 0 and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"Expected transactional write from producer {pid} in partition {self.name} "
+                f"(its transaction started at offset {entry.txn_first_offset})")
         return None
 
     # -- building the state --------------------------------------------------------------

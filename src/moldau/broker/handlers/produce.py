@@ -25,6 +25,7 @@ from ...log.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
+    InvalidTxnStateError,
     LogError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
@@ -70,6 +71,7 @@ _LOG_ERRORS: dict[type[LogError], ErrorCode] = {
     RecordTooLargeError: ErrorCode.message_too_large,
     OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
     OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
+    InvalidTxnStateError: ErrorCode.invalid_txn_state,
     InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
 }
 
