@@ -80,12 +80,18 @@ class TransactionIndex:
         self.entries.append(entry)
 
     def rebuild(self, entries: list[AbortedTxn]) -> None:
-        """Replace the file by ``entries`` (crash recovery found them in the log)."""
+        """Replace the file by ``entries``, fsynced (truncation, or a cleaned segment taking
+        over the entries of those it replaces)."""
         self.entries = list(entries)
         if not entries:
             self.path.unlink(missing_ok=True)
             return
-        self.path.write_bytes(b"".join(_ENTRY.pack(_VERSION, *e) for e in entries))
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"".join(_ENTRY.pack(_VERSION, *e) for e in entries))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def truncate(self, offset: int) -> None:
         """Forget the transactions whose marker is at or after ``offset``."""
