@@ -570,22 +570,18 @@ class Partition:
 
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
              fetch_only_committed: bool = True, current_leader_epoch: int = NO_EPOCH,
-             require_leader: bool = True, read_committed: bool = False) -> FileSlice | None:
+             require_leader: bool = True) -> FileSlice | None:
         """Whole batches from ``offset`` as a file range, for a fetch (nothing is copied).
 
-        Consumers see only what is below the high watermark, read_committed ones only what
-        is below the last stable offset; followers (``fetch_only_committed=False``) read up
-        to the log end. Epoch and leadership checks raise :class:`ReplicaError`; log errors
+        Consumers see only what is below the high watermark (read_committed ones use
+        :meth:`read_committed`); followers (``fetch_only_committed=False``) read up to the
+        log end. Epoch and leadership checks raise :class:`ReplicaError`; log errors
         (OffsetOutOfRangeError, StorageError) pass.
         """
         self.check_epoch(current_leader_epoch, require_leader=require_leader)
-        if not fetch_only_committed:
-            bound = None
-        elif read_committed:
-            bound = self._log.last_stable_offset
-        else:
-            bound = self._log.high_watermark
-        return self._log.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=bound)
+        return self._log.read(offset, max_bytes, min_one_batch=min_one_batch,
+                              max_offset=self._log.high_watermark if fetch_only_committed
+                              else None)
 
     def read_committed(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
                        current_leader_epoch: int = NO_EPOCH, require_leader: bool = True
