@@ -176,6 +176,9 @@ class PartitionLog:
         #: (Kafka pauses cleaning of a partition being moved), so the swap at the end never
         #: meets a clean writing into the directory that goes away.
         self.moving = False
+        #: How many aborted transactions the segments' ``.txnindex`` hold: read_committed
+        #: fetches of a log that has none (the usual case) skip the search at once.
+        self._aborted_entries = 0
 
     # -- opening --------------------------------------------------------------------------
 
@@ -228,6 +231,7 @@ class PartitionLog:
         plog._epochs.truncate_from_start(plog._log_start_offset)
         plog.high_watermark = leo if high_watermark is None else high_watermark
         plog._load_producer_state(clean_shutdown)
+        plog._recount_aborted()
         try:
             plog._topic_id = read_partition_metadata(directory)
         except LogError as exc:
@@ -525,6 +529,12 @@ class PartitionLog:
                 index.append(entry)
             except OSError as exc:
                 raise self._io_failed(exc) from None
+            self._aborted_entries += 1
+
+    def _recount_aborted(self) -> None:
+        """Count the aborted-transaction entries again (segments went or were truncated)."""
+        self._aborted_entries = sum(len(segment.txn_index.entries)
+                                    for segment in self._segments)
 
     # -- transactions ---------------------------------------------------------------------
 
@@ -800,10 +810,8 @@ class PartitionLog:
                 if first is None:
                     continue
                 data = segment.slice_from(first, max_bytes, min_one_batch, lso)
-                if data is None:
-                    return None, []
-                if not any(seg.txn_index.entries for seg in segments[i:]):
-                    return data, []  # no aborted transaction from here on (the usual case)
+                if data is None or not self._aborted_entries:
+                    return data, []  # no aborted transaction at all: the usual case
                 end = data.position + data.size
                 upper = segment.next_offset
                 if end < segment.size:
@@ -895,6 +903,7 @@ class PartitionLog:
         segments[first:last] = [cleaned]
         self._bases[first:last] = [cleaned.base_offset]
         self._dir_dirty = True
+        self._recount_aborted()
         return True
 
     # -- deletion of old data ---------------------------------------------------------------
@@ -914,6 +923,7 @@ class PartitionLog:
         finally:
             if count:  # even after a failure: what was deleted is gone
                 self._dir_dirty = True
+                self._recount_aborted()
                 self._advance_log_start(self._segments[0].base_offset)
                 # Snapshots of deleted segments go with them; the producers stay known.
                 with contextlib.suppress(OSError):
@@ -1035,6 +1045,7 @@ class PartitionLog:
         self._epochs.truncate_from_end(leo)
         self.producers.delete_snapshots(above=leo)
         self._rebuild_producer_state()
+        self._recount_aborted()
         for listener in self.truncation_listeners:
             listener(leo)
 
