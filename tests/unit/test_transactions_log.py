@@ -259,25 +259,3 @@ def test_plain_batch_during_an_open_transaction_is_invalid_txn_state(tmp_path: P
     marker(plog, A, ControlType.COMMIT)
     produce(plog, plain)  # after the marker it is fine
 
-
-def test_compaction_keeps_the_aborted_index_of_the_segments_it_replaces(
-        tmp_path: Path) -> None:
-    from moldau.log import LogManager
-    from moldau.log.cleaner import LogCleaner
-
-    config = dataclasses.replace(LogConfig(), segment_bytes=300, cleanup_policy=("compact",),
-                                 min_cleanable_dirty_ratio=0.0, index_interval_bytes=100)
-    manager = LogManager([tmp_path], node_id=0, default_config=config, now_ms=NOW)
-    plog = manager.create("cmp", 0, config, now_ms=NOW)
-    produce(plog, txn_batch(A, 0))
-    marker(plog, A, ControlType.ABORT)
-    for i in range(12):  # several segments of keys written twice: something to clean
-        produce(plog, build_batch([Record(f"k{i % 3}".encode(), b"v", NOW)]))
-    plog.high_watermark = plog.log_end_offset
-    before = plog.aborted_transactions(0, plog.log_end_offset)
-    assert before == [AbortedTxn(A, 0, 1, 2)]
-    first = plog.segments[0]
-    LogCleaner(manager).clean_once(NOW)
-    assert plog.segments[0] is not first, "nothing was cleaned"
-    assert plog.aborted_transactions(0, plog.log_end_offset) == before
-    assert (plog.directory / f"{0:020d}.txnindex").exists()

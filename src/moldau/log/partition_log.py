@@ -892,12 +892,6 @@ class PartitionLog:
             return False
         if self._deleted:
             return False
-        if not cleaned.txn_index.entries:
-            # Compaction keeps offsets, so the aborted transactions of the replaced segments
-            # stay true of the cleaned one (Kafka's cleaner carries them over likewise).
-            carried = [entry for segment in old for entry in segment.txn_index.entries]
-            if carried:
-                cleaned.txn_index.rebuild(carried)
         commit_cleaned_segment(cleaned, old)
         cleaned.track_files()
         segments[first:last] = [cleaned]
