@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from moldau.protocol import apis
 from moldau.protocol.codec import build
+from tests.conftest import MakeBroker
 from tests.helpers import BrokerProcess
 
 from .clients import create_topic, unique
@@ -223,3 +224,15 @@ def test_describe_and_list_filters(broker: BrokerProcess, topic: str) -> None:
         assert ids(_list(client, 2, transactional_id_pattern=re.escape(empty))) == {empty}
         bad = _list(client, 2, transactional_id_pattern="(")
         assert bad.error_code == ErrorCode.invalid_regular_expression
+
+
+def test_state_topic_made_by_hand_is_coordinated(make_broker: MakeBroker) -> None:
+    """A lone broker coordinates ``__transaction_state`` however it was created (here by
+    CreateTopics before any FindCoordinator)."""
+    b = make_broker()
+    create_topic(b.bootstrap, "__transaction_state", partitions=3)
+    tid = unique("tid")
+    with WireClient.to(b.bootstrap) as client:
+        _find(client, tid)
+        init = _init(client, tid)
+        assert (init.error_code, init.producer_epoch) == (ErrorCode.none, 0)

@@ -189,6 +189,9 @@ class TransactionService:
         if self.loading:
             return ErrorCode.coordinator_load_in_progress
         partition = self.partition_of(transactional_id)
+        if partition is not None and partition not in self.owned \
+                and self.broker.cluster is None:
+            self._own_all()  # a lone broker leads every partition, however the topic was made
         if partition is None or partition not in self.owned:
             return ErrorCode.not_coordinator
         return None
