@@ -21,6 +21,7 @@ from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.offset_commit.v8 import request as commit_v8
 from kio.schema.offset_fetch.v7 import request as fetch_v7
 from kio.schema.offset_fetch.v8 import request as fetch_v8
+from kio.schema.txn_offset_commit.v0 import request as txn_v0
 from kio.schema.txn_offset_commit.v3 import request as txn_v3
 from kio.schema.txn_offset_commit.v5 import request as txn_v5
 
@@ -58,10 +59,11 @@ def txn_commit(client: WireClient, group: str, pid: int, offsets: dict[tuple[str
     for (topic, partition), offset in offsets.items():
         topics.setdefault(topic, []).append(mod.TxnOffsetCommitRequestPartition(
             partition_index=partition, committed_offset=offset, committed_metadata=metadata))
+    member_fields = {"generation_id": generation, "member_id": member,
+                     "group_instance_id": None} if mod is not txn_v0 else {}  # KIP-447: v3+
     response = client.request(mod.TxnOffsetCommitRequest(
         transactional_id="txn-offsets-test", group_id=group, producer_id=pid,
-        producer_epoch=epoch, generation_id=generation, member_id=member,
-        group_instance_id=None, topics=tuple(
+        producer_epoch=epoch, **member_fields, topics=tuple(
             mod.TxnOffsetCommitRequestTopic(name=name, partitions=tuple(parts))
             for name, parts in topics.items())))
     return {(t.name, p.partition_index): p.error_code
@@ -125,6 +127,11 @@ def test_bad_commits_get_kafkas_errors(broker: BrokerProcess) -> None:
                           generation=7) == {(topic, 0): ErrorCode.illegal_generation}
         assert txn_commit(client, group, pid, {(topic, 0): 1}, mod=txn_v3,
                           member="ghost") == {(topic, 0): ErrorCode.unknown_member_id}
+        assert txn_commit(client, group, -1, {(topic, 0): 1}) == {
+            (topic, 0): ErrorCode.invalid_producer_id_mapping}
+        # v0 (aiokafka's version) works like the others.
+        assert txn_commit(client, group, pid, {(topic, 0): 2}, mod=txn_v0) == {
+            (topic, 0): ErrorCode.none}
         # The broker still serves the good ones.
         assert txn_commit(client, group, pid, {(topic, 0): 2}) == {(topic, 0): ErrorCode.none}
         # Once the offsets partition has seen epoch 1 of the producer, epoch 0 is fenced.

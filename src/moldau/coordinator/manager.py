@@ -421,6 +421,12 @@ class GroupCoordinator:
         member id, instance id and generation are checked only when given.
         """
         plan = CommitPlan(group_id, producer_id=producer_id)
+        if producer_id < 0 or producer_epoch < 0:
+            # No marker can ever end such a "transaction"; Kafka's verification of the
+            # producer answers this for an id it does not know.
+            plan.errors = {(o.topic, o.partition): ErrorCode.invalid_producer_id_mapping
+                           for o in offsets}
+            return plan
         group = self.groups.get(group_id)
         if group is None:
             group = self._create(group_id, now)
