@@ -10,6 +10,7 @@ the replica, as Kafka's tools do.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 
 from tests.conftest import TEST_BROKER_OVERRIDES
 from tests.helpers.broker_process import BrokerProcess
+from tests.helpers.cli import ok, one_line_error, run_moldau
 from tests.helpers.names import unique_topic_name
 from tests.helpers.zookeeper import ZooKeeperServer
 from tests.integration.wire import WireClient
@@ -177,3 +179,29 @@ def test_replica_not_available_then_created_in_the_preferred_dir(cluster: Cluste
     eventually(lambda: cluster.where(2, topic) == {(preferred.resolve(), False)},
                what=f"broker 2's new replica in {preferred.name}")
     eventually(lambda: sorted(cluster.view(topic)[2]) == [1, 2, 3], what="ISR of three")
+
+
+def test_reassign_plan_with_log_dirs(cluster: Cluster, tmp_path: Path) -> None:
+    """Kafka's plan JSON with ``log_dirs``: ``moldau cluster reassign --file`` places the new
+    replica on broker 2 in the dir named, and moves broker 1's existing replica too."""
+    topic = unique_topic_name("plan")
+    _create(cluster, topic, [1, 3])
+    ((b1_now, _),) = cluster.where(1, topic)
+    b1_target = next(d.resolve() for d in cluster.dirs(1) if d.resolve() != b1_now)
+    b2_target = cluster.dirs(2)[1].resolve()
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{
+        "topic": topic, "partition": 0, "replicas": [1, 3, 2],
+        "log_dirs": [str(b1_target), "any", str(b2_target)]}]}))
+    ok(run_moldau("cluster", "reassign", "--file", str(plan), bootstrap=cluster.bootstrap))
+    eventually(lambda: cluster.where(2, topic) == {(b2_target, False)}
+               and cluster.where(1, topic) == {(b1_target, False)},
+               what="both replicas in the dirs of the plan")
+    eventually(lambda: sorted(cluster.view(topic)[2]) == [1, 2, 3], what="ISR of three")
+    # A dir a broker does not have: refused in one line, nothing reassigned.
+    plan.write_text(json.dumps({"version": 1, "partitions": [{
+        "topic": topic, "partition": 0, "replicas": [1, 3],
+        "log_dirs": ["/no/such/dir", "any"]}]}))
+    one_line_error(run_moldau("cluster", "reassign", "--file", str(plan),
+                              bootstrap=cluster.bootstrap), "LOG_DIR_NOT_FOUND")
+    assert cluster.view(topic)[1] == (1, 3, 2)

@@ -66,6 +66,11 @@ def test_plans(tmp_path: Path) -> None:
     assert "t-0 appears twice" in with_plan({"partitions": [
         {"topic": "t", "partition": 0, "replicas": [1]},
         {"topic": "t", "partition": 0, "replicas": [2]}]})
+    assert "2 replicas but 1 log_dirs" in with_plan({"partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any"]}]})
+    assert "log_dirs must be a list" in with_plan({"partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1], "log_dirs": "/d"}]})
     plan.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": "t", "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "any"]}]}))
-    assert read_plan(plan) == [Move("t", 1, (3, 1))]
+        {"topic": "t", "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "/d2"]},
+        {"topic": "t", "partition": 2, "replicas": [2]}]}))
+    assert read_plan(plan) == [Move("t", 1, (3, 1), ("any", "/d2")), Move("t", 2, (2,))]

@@ -79,6 +79,34 @@ def describe(conn: Connection, broker: int | None, topic: str | None) -> None:
     print_table(console, rows)
 
 
+def alter_dirs(conn: Connection, admin: Any, wanted: dict[tuple[str, int, int], str]
+               ) -> dict[tuple[str, int, int], ErrorCode]:
+    """AlterReplicaLogDirs for several replicas ((topic, partition, broker) -> dir), one
+    request per broker; each replica's answer. A broker that is not live answers nothing:
+    BROKER_NOT_AVAILABLE."""
+    found = brokers(conn, admin)
+    by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+    for (topic, partition, broker), path in wanted.items():
+        by_broker.setdefault(broker, {}).setdefault(path, {}).setdefault(topic, []).append(
+            partition)
+    codes: dict[tuple[str, int, int], ErrorCode] = {}
+    for broker, dirs in sorted(by_broker.items()):
+        if broker not in found:
+            codes.update({key: ErrorCode.broker_not_available for key in wanted
+                          if key[2] == broker})
+            continue
+        request = build(AlterReplicaLogDirsRequest, dirs=tuple(
+            build(AlterReplicaLogDir, path=path, topics=tuple(
+                build(AlterReplicaLogDirTopic, name=topic, partitions=tuple(parts))
+                for topic, parts in topics.items()))
+            for path, topics in dirs.items()))
+        response = _send(conn, broker, found[broker], request)
+        for t in response.results:
+            for p in t.partitions:
+                codes[(t.topic_name, p.partition_index, broker)] = p.error_code
+    return codes
+
+
 def move(conn: Connection, topic: str, partition: int, broker: int | None, path: str) -> None:
     """AlterReplicaLogDirs for one replica, on its broker (the only one if not given)."""
     found = brokers(conn, conn.admin())

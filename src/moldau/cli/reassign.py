@@ -5,8 +5,11 @@ works against Kafka too): AlterPartitionReassignments and ListPartitionReassignm
 controller (found with DescribeCluster), in a raw request encoded by kio, because
 confluent-kafka has no call for them; configs go through confluent-kafka's
 IncrementalAlterConfigs. A plan is Kafka's reassignment JSON,
-``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}`` (``log_dirs``
-and other keys are ignored).
+``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}``; an entry's
+optional ``log_dirs`` (one per replica, ``"any"`` for no choice) is sent first, as Kafka's tool
+does, as AlterReplicaLogDirs to each replica's broker: an existing replica moves to that dir,
+a new one is created there (its broker answers REPLICA_NOT_AVAILABLE and remembers the dir).
+Other keys are ignored.
 
 ``--throttle`` sets what Kafka's tool sets: ``leader.replication.throttled.rate`` and
 ``follower.replication.throttled.rate`` on every broker holding or receiving a moving replica,
@@ -41,7 +44,7 @@ from kio.schema.list_partition_reassignments.v0.request import (
 )
 
 from ..protocol.codec import build
-from . import raw_requests
+from . import log_dirs, raw_requests
 from .connection import Connection
 from .errors import CliError
 from .output import print_line, print_table, stdout_console, table
@@ -58,6 +61,8 @@ class Move:
     topic: str
     partition: int
     replicas: tuple[int, ...] | None  # None: cancel
+    #: Per replica, the log dir it should be in ("any": no choice); None: not given.
+    log_dirs: tuple[str, ...] | None = None
 
 
 # -- input ------------------------------------------------------------------------------------
@@ -96,7 +101,16 @@ def read_plan(path: Path) -> list[Move]:
         if not isinstance(replicas, list) or not all(
                 isinstance(r, int) and not isinstance(r, bool) for r in replicas):
             raise CliError(f"{path}: {topic}-{partition}: replicas must be a list of broker ids")
-        moves.append(Move(topic, partition, tuple(replicas)))
+        dirs = entry.get("log_dirs")
+        if dirs is not None:
+            if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+                raise CliError(f"{path}: {topic}-{partition}: log_dirs must be a list of paths "
+                               '(or "any")')
+            if len(dirs) != len(replicas):
+                raise CliError(f"{path}: {topic}-{partition}: {len(replicas)} replicas but "
+                               f"{len(dirs)} log_dirs (one per replica)")
+        moves.append(Move(topic, partition, tuple(replicas),
+                          None if dirs is None else tuple(dirs)))
     if not moves:
         raise CliError(f"{path}: the plan names no partition")
     keys = [(m.topic, m.partition) for m in moves]
@@ -107,10 +121,6 @@ def read_plan(path: Path) -> list[Move]:
 
 
 # -- the controller, spoken to directly -------------------------------------------------------
-
-
-#: The old name of :func:`.raw_requests.request` (cli/log_dirs.py imports it from here).
-_request = raw_requests.request
 
 
 def _controller(conn: Connection, admin: Any) -> tuple[str, int]:
@@ -296,7 +306,8 @@ def run(conn: Connection, topic: str | None, partition: int | None, replicas: st
     brokers: list[int] = []
     if throttle is not None:
         brokers = set_throttle(conn, admin, throttle, moves, current)
-    refused = alter(conn, admin, moves)
+    refused = place_log_dirs(conn, admin, moves)
+    refused.update(alter(conn, admin, [m for m in moves if (m.topic, m.partition) not in refused]))
     console = stdout_console()
     for m in moves:
         key = (m.topic, m.partition)
@@ -317,6 +328,25 @@ def run(conn: Connection, topic: str | None, partition: int | None, replicas: st
         lines = [f"{t}-{p}: {why}" for (t, p), why in sorted(refused.items())]
         raise CliError(lines[0] if len(lines) == 1 else
                        f"{len(lines)} partitions refused: " + "; ".join(lines))
+
+
+def place_log_dirs(conn: Connection, admin: Any, moves: list[Move]
+                   ) -> dict[tuple[str, int], str]:
+    """Send the plan's ``log_dirs`` (Kafka's tool does so before the reassignment); each
+    partition refused because of one, with the reason."""
+    wanted = {(m.topic, m.partition, broker): d for m in moves if m.replicas and m.log_dirs
+              for broker, d in zip(m.replicas, m.log_dirs, strict=True) if d != "any"}
+    if not wanted:
+        return {}
+    refused: dict[tuple[str, int], str] = {}
+    for (topic, partition, broker), code in sorted(log_dirs.alter_dirs(conn, admin,
+                                                                      wanted).items()):
+        # REPLICA_NOT_AVAILABLE: not there yet; the broker puts it in that dir when the
+        # reassignment creates it.
+        if code not in (ErrorCode.none, ErrorCode.replica_not_available):
+            refused.setdefault((topic, partition), f"log dir {wanted[(topic, partition, broker)]}"
+                               f" on broker {broker}: {code.name.upper()}")
+    return refused
 
 
 def verify_moves(conn: Connection, admin: Any, moves: list[Move]) -> None:
@@ -366,7 +396,8 @@ def options(command: Any) -> Any:
                      help="Broker ids to move it to, comma-separated (the first leads)."),
         click.option("--file", "plan", type=click.Path(dir_okay=False, path_type=Path),
                      help="A plan in Kafka's reassignment JSON "
-                          '({"version":1,"partitions":[{"topic","partition","replicas"}]}).'),
+                          '({"version":1,"partitions":[{"topic","partition","replicas"}]}; '
+                          'an optional "log_dirs" per entry places each replica in a dir).'),
         click.option("--list", "listing", is_flag=True,
                      help="List the reassignments in progress (of --topic only, if given)."),
         click.option("--cancel", is_flag=True,
