@@ -106,6 +106,10 @@ def test_pending_offsets_are_unstable_until_the_marker(broker: BrokerProcess) ->
         # Without require_stable: the last committed value.
         assert fetch(client, group, topic, (0, 1), stable=False) == {
             0: (5, ErrorCode.none), 1: (-1, ErrorCode.none)}
+        # Abort (no open transaction left behind on the shared broker's offsets partition).
+        end_transaction(client, group, pid, commit=False)
+        assert fetch(client, group, topic, (0, 1), stable=True) == {
+            0: (5, ErrorCode.none), 1: (-1, ErrorCode.none)}
 
 
 def test_bad_commits_get_kafkas_errors(broker: BrokerProcess) -> None:
@@ -139,6 +143,7 @@ def test_bad_commits_get_kafkas_errors(broker: BrokerProcess) -> None:
             (topic, 0): ErrorCode.none}
         assert txn_commit(client, group, pid, {(topic, 0): 4}, epoch=0) == {
             (topic, 0): ErrorCode.invalid_producer_epoch}
+        end_transaction(client, group, pid, commit=False, epoch=1)
 
 
 def test_restart_keeps_offsets_pending(make_broker: Any) -> None:
@@ -164,10 +169,12 @@ def _offsets_partition(client: WireClient, group: str) -> int:
     return partition_for(group, len(response.topics[0].partitions))
 
 
-def end_transaction(client: WireClient, group: str, pid: int, commit: bool) -> None:
+def end_transaction(client: WireClient, group: str, pid: int, commit: bool,
+                    epoch: int = 0) -> None:
     """WriteTxnMarkers for the group's offsets partition, as the transaction coordinator."""
     partition = _offsets_partition(client, group)
-    assert write_markers(client, OFFSETS_TOPIC, pid, commit, (partition,)) == [ErrorCode.none]
+    assert write_markers(client, OFFSETS_TOPIC, pid, commit, (partition,),
+                         epoch=epoch) == [ErrorCode.none]
 
 
 def test_markers_commit_or_drop_and_a_restart_replays_them(make_broker: Any) -> None:
