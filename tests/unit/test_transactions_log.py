@@ -259,3 +259,15 @@ def test_plain_batch_during_an_open_transaction_is_invalid_txn_state(tmp_path: P
     marker(plog, A, ControlType.COMMIT)
     produce(plog, plain)  # after the marker it is fine
 
+
+
+def test_completed_transactions_are_forgotten_once_the_high_watermark_passes(
+        tmp_path: Path) -> None:
+    # A follower never asks for its LSO: the high watermark alone must keep this bounded.
+    plog = open_log(tmp_path)
+    for seq in range(50):
+        plog.append(txn_batch(A, seq), leader_epoch=0, now_ms=NOW, origin=AppendOrigin.CLIENT)
+        marker(plog, A, ControlType.COMMIT)
+    assert len(plog.producers.unstable_completed) == 50
+    plog.high_watermark = plog.log_end_offset
+    assert len(plog.producers.unstable_completed) == 0
