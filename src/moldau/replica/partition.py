@@ -424,8 +424,11 @@ class Partition:
             # Waiting fetches count bytes; when the watermark stops short of the log end, the
             # count may be early (the fetch then answers with what is visible). With
             # transactions about, read_committed fetches count what became stable instead.
-            stable = self._uncommitted_bytes if not transactions else \
-                plog.bytes_between(old_stable, plog.last_stable_offset)
+            stable = self._uncommitted_bytes
+            if transactions:
+                new_stable = plog.last_stable_offset
+                stable = 0 if new_stable == old_stable else \
+                    plog.bytes_between(old_stable, new_stable)
             self._on_committed(self.key, self._uncommitted_bytes, stable)
         self._uncommitted_bytes = 0
         waiters = self._waiters
