@@ -56,10 +56,10 @@ def produce_input(bootstrap: str, topic: str, partitions: int, per_partition: in
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int, committed: bool,
-                timeout: float = 20.0) -> list[int]:
+                timeout: float = 20.0, admin: AdminClient | None = None) -> list[int]:
     """ListOffsets LATEST per partition: the last stable offset with ``committed`` (the
     read_committed isolation level), else the high watermark."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = admin or AdminClient({"bootstrap.servers": bootstrap})
     level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest()
                                   for p in range(partitions)},
@@ -72,11 +72,12 @@ def wait_stable(bootstrap: str, topic: str, partitions: int, timeout: float) -> 
     """Seconds until no transaction is open on ``topic`` (LSO == high watermark everywhere);
     fails after ``timeout``."""
     started = time.monotonic()
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # one client: polls stay cheap
     last: tuple[list[int], list[int]] = ([], [])
     while time.monotonic() - started < timeout:
         try:
-            last = (end_offsets(bootstrap, topic, partitions, True),
-                    end_offsets(bootstrap, topic, partitions, False))
+            last = (end_offsets(bootstrap, topic, partitions, True, admin=admin),
+                    end_offsets(bootstrap, topic, partitions, False, admin=admin))
         except KafkaException:
             time.sleep(0.2)
             continue
