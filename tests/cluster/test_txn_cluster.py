@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -20,8 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
@@ -38,6 +41,7 @@ from tests.helpers.eos import (
 )
 from tests.helpers.zookeeper import ZooKeeperServer
 from tests.integration.clients import unique
+from tests.integration.test_txn_clients import _aio_read, _kp_read
 from tests.integration.wire import WireClient
 
 from .helpers import eventually
@@ -169,6 +173,56 @@ def test_commit_abort_and_fencing_on_three_brokers(cluster: list[BrokerProcess])
     expected = [(2, "COMMIT"), (5, "ABORT"), (8, "COMMIT"), (11, "ABORT")]
     eventually(lambda: all(_markers(b, topic, 0) == expected for b in cluster), timeout=30,
                what=f"the markers {expected} on every replica")
+
+
+def test_kafka_python_and_aiokafka_on_three_brokers(cluster: list[BrokerProcess]) -> None:
+    """kafka-python commits one transaction and aborts one, aiokafka commits one (their own
+    protocol versions: aiokafka's AddPartitionsToTxn/EndTxn v0); each client reads back
+    what its isolation level allows."""
+    topic = unique("txn-rf3-py")
+    _create(cluster, topic)
+    bootstrap = _bootstrap(cluster)
+
+    def values(prefix: str) -> list[bytes]:
+        return [f"{prefix}-{i}".encode() for i in range(2 * PARTITIONS)]
+
+    kp = KafkaProducer(bootstrap_servers=bootstrap.split(","), transactional_id=unique("kp"),
+                       request_timeout_ms=15_000, max_block_ms=60_000)
+    kp.init_transactions()
+    for prefix, commit in (("kp", True), ("kp-aborted", False)):
+        kp.begin_transaction()
+        for i, v in enumerate(values(prefix)):
+            kp.send(topic, value=v, partition=i % PARTITIONS)
+        kp.flush()
+        (kp.commit_transaction if commit else kp.abort_transaction)()
+    kp.close(timeout=5)
+
+    async def aio() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=unique("aio"),
+                             request_timeout_ms=15_000)
+        await p.start()
+        try:
+            async with p.transaction():
+                for i, v in enumerate(values("aio")):
+                    await p.send(topic, value=v, partition=i % PARTITIONS)
+        finally:
+            await p.stop()
+    asyncio.run(asyncio.wait_for(aio(), 60))
+    wait_stable(bootstrap, topic, PARTITIONS, timeout=30)
+
+    def part(vals: list[bytes], p: int) -> list[bytes]:
+        return vals[p::PARTITIONS]
+    committed = {p: part(values("kp"), p) + part(values("aio"), p) for p in range(PARTITIONS)}
+    everything = {p: part(values("kp"), p) + part(values("kp-aborted"), p) +
+                  part(values("aio"), p) for p in range(PARTITIONS)}
+    seen = {p: [v for _, v in recs] for p, recs in
+            read_all(bootstrap, topic, PARTITIONS, committed=True).items()}
+    assert seen == committed
+    for reader in (_kp_read, lambda *a, **k: asyncio.run(_aio_read(*a, **k))):
+        assert {p: [v for _, v in recs] for p, recs in
+                reader(bootstrap, topic, PARTITIONS, committed=True).items()} == committed
+        assert {p: [v for _, v in recs] for p, recs in
+                reader(bootstrap, topic, PARTITIONS, committed=False).items()} == everything
 
 
 # -- the loop under faults ----------------------------------------------------------------

@@ -68,10 +68,10 @@ def kill_and_wait_for_timeout(runner: LoopRunner, sink: str) -> float:
 def test_eos_loop_killed_mid_transaction(make_broker: MakeBroker, tmp_path: Path) -> None:
     broker = _broker(make_broker)
     source, sink = _topics(broker.bootstrap)
-    per_partition = 100
+    per_partition = 60
     produce_input(broker.bootstrap, source, PARTITIONS, per_partition)
     runner = LoopRunner(LoopSpec(broker.bootstrap, source, sink, unique("eos-g"),
-                                 unique("eos-t"), batch=15, pause_ms=200,
+                                 unique("eos-t"), batch=10, pause_ms=200,
                                  transaction_timeout_ms=TXN_TIMEOUT_MS), tmp_path)
     try:
         runner.start()
