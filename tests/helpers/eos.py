@@ -59,7 +59,8 @@ def end_offsets(bootstrap: str, topic: str, partitions: int, committed: bool,
                 timeout: float = 20.0, admin: AdminClient | None = None) -> list[int]:
     """ListOffsets LATEST per partition: the last stable offset with ``committed`` (the
     read_committed isolation level), else the high watermark."""
-    admin = admin or AdminClient({"bootstrap.servers": bootstrap})
+    if admin is None:  # (not `admin or ...`: a client with an empty queue is falsy)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
     level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
     futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest()
                                   for p in range(partitions)},
