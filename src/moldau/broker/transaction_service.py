@@ -31,7 +31,7 @@ import contextlib
 import datetime
 import logging
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -88,6 +88,9 @@ WRITE_TIMEOUT_S = 30.0
 #: A timer's write (abort of a timed-out transaction, tombstone of an expired id) that
 #: failed is tried again after this long.
 TIMER_RETRY_MS = 1000
+#: How long a request told CONCURRENT_TRANSACTIONS waits for the write or markers under way
+#: to end before it is answered so.
+CONCURRENT_WAIT_S = 1.0
 #: Marker retries back off from the first to the last value, doubling.
 MARKER_BACKOFF_S = (0.05, 1.0)
 #: Marker write errors after which the leader is asked again (it may move, come back, or
@@ -130,6 +133,8 @@ class TransactionService:
         #: Each transactional id's partition, for the ids in memory.
         self._partition_of: dict[str, int] = {}
         self._markers: dict[str, asyncio.Task[None]] = {}
+        #: Requests waiting for an id's state to change (see :meth:`_decide`).
+        self._watchers: dict[str, list[asyncio.Future[None]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
         self._sleeping_until: int | None = None
@@ -232,6 +237,8 @@ class TransactionService:
             if task is not None:
                 task.cancel()
         self.coordinator.unload(ids)
+        for transactional_id in ids:
+            self._notify(transactional_id)  # waiting requests now answer NOT_COORDINATOR
 
     def _replay(self, partition: int) -> None:
         hosted = self.broker.partition(TXN_TOPIC, partition)
@@ -291,6 +298,7 @@ class TransactionService:
         self.coordinator.finish(transactional_id, pending, error is None)
         if transactional_id not in self.coordinator.txns:
             self._partition_of.pop(transactional_id, None)
+        self._notify(transactional_id)
         self._poke()
         return error
 
@@ -561,17 +569,79 @@ class TransactionService:
         if error is not None:
             return error, -1, -1
         self.coordinator.config = self._config()
-        decision = self.coordinator.init_producer_id(transactional_id, timeout_ms, expected,
-                                                     now_ms())
-        if decision.need_producer_id:
-            fresh = await self._new_producer_id()
-            decision = self.coordinator.init_producer_id(transactional_id, timeout_ms,
-                                                         expected, now_ms(), fresh)
-        if decision.fencing:
-            log.info("transaction %s: fencing producer %d epoch %d, aborting its transaction",
-                     transactional_id, decision.write.producer_id if decision.write else -1,
-                     decision.write.last_producer_epoch if decision.write else -1)
+
+        async def decide() -> Decision:
+            decision = await self._decide(transactional_id, lambda: (
+                self.coordinator.init_producer_id(transactional_id, timeout_ms, expected,
+                                                  now_ms())))
+            if decision.need_producer_id:
+                fresh = await self._new_producer_id()
+                decision = self.coordinator.init_producer_id(transactional_id, timeout_ms,
+                                                             expected, now_ms(), fresh)
+            return decision
+
+        decision = await decide()
+        if not decision.fencing:
+            return await self._carry_out(transactional_id, decision)
+        assert decision.write is not None
+        log.info("transaction %s: fencing producer %d (epoch %d), aborting its transaction",
+                 transactional_id, decision.write.producer_id, decision.write.producer_epoch - 1)
+        answer = await self._carry_out(transactional_id, decision)
+        if answer[0] is not ErrorCode.concurrent_transactions:
+            return answer  # the abort could not be written
+        # Answer as the caller's retry would be answered once the abort completed (Kafka
+        # answers CONCURRENT_TRANSACTIONS here and lets the client come back).
+        decision = await decide()
+        if decision.fencing or decision.error is ErrorCode.concurrent_transactions:
+            return ErrorCode.concurrent_transactions, -1, -1
         return await self._carry_out(transactional_id, decision)
+
+    async def _decide(self, transactional_id: str, decide: Callable[[], Decision]) -> Decision:
+        """``decide()``, again each time the id's state changes while the answer is
+        CONCURRENT_TRANSACTIONS because a write or the markers are under way (at most
+        ``CONCURRENT_WAIT_S``). A client's next AddPartitionsToTxn usually arrives while the
+        previous commit's markers are being written; without the wait it is told to retry
+        (librdkafka backs off 20 ms), which cost most of the time of small transactions."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONCURRENT_WAIT_S
+        while True:
+            decision = decide()
+            if decision.error is not ErrorCode.concurrent_transactions \
+                    or not self._busy(transactional_id):
+                return decision
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return decision
+            await self._changed(transactional_id, remaining)
+            error = self.owner_error(transactional_id)
+            if error is not None:
+                return Decision(error)
+
+    def _busy(self, transactional_id: str) -> bool:
+        """A write or the markers of ``transactional_id`` are under way (and will end)."""
+        meta = self.coordinator.txns.get(transactional_id)
+        return meta is not None and (meta.pending is not None or (
+            meta.current.state.is_prepare and transactional_id in self._markers))
+
+    async def _changed(self, transactional_id: str, timeout_s: float) -> None:
+        """Wait until the id's state changes (or ``timeout_s``)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._watchers.setdefault(transactional_id, []).append(future)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            watchers = self._watchers.get(transactional_id)
+            if watchers is not None and future in watchers:
+                watchers.remove(future)
+                if not watchers:
+                    del self._watchers[transactional_id]
+
+    def _notify(self, transactional_id: str) -> None:
+        for future in self._watchers.pop(transactional_id, []):
+            if not future.done():
+                future.set_result(None)
 
     async def _new_producer_id(self) -> int:
         cluster = self.broker.cluster
@@ -589,8 +659,8 @@ class TransactionService:
         if verify_only:
             return self.coordinator.verify_partitions(transactional_id, producer_id,
                                                       producer_epoch, partitions)
-        decision = self.coordinator.add_partitions(transactional_id, producer_id,
-                                                   producer_epoch, partitions, now_ms())
+        decision = await self._decide(transactional_id, lambda: self.coordinator.add_partitions(
+            transactional_id, producer_id, producer_epoch, partitions, now_ms()))
         code, _, _ = await self._carry_out(transactional_id, decision)
         return dict.fromkeys(partitions, code)
 
@@ -599,8 +669,9 @@ class TransactionService:
         error = self.owner_error(transactional_id)
         if error is not None:
             return error, -1, -1
-        decision = self.coordinator.end_txn(transactional_id, producer_id, producer_epoch,
-                                            commit, now_ms(), version2=version2)
+        decision = await self._decide(transactional_id, lambda: self.coordinator.end_txn(
+            transactional_id, producer_id, producer_epoch, commit, now_ms(),
+            version2=version2))
         if decision.need_producer_id:
             fresh = await self._new_producer_id()
             decision = self.coordinator.end_txn(transactional_id, producer_id, producer_epoch,
