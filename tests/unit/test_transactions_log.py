@@ -271,3 +271,18 @@ def test_completed_transactions_are_forgotten_once_the_high_watermark_passes(
     assert len(plog.producers.unstable_completed) == 50
     plog.high_watermark = plog.log_end_offset
     assert len(plog.producers.unstable_completed) == 0
+
+
+def test_log_dump_prints_the_aborted_transactions_of_a_txnindex(tmp_path: Path) -> None:
+    from ..helpers.cli import ok, run_moldau
+
+    plog = open_log(tmp_path)
+    produce(plog, txn_batch(A, 0, 2))
+    marker(plog, A, ControlType.ABORT)
+    plog.close()
+    path = plog.directory / f"{0:020d}.txnindex"
+    result = ok(run_moldau("log", "dump", str(plog.directory)))
+    assert f"Dumping {path}" in result.stdout
+    assert f"producerId: {A} firstOffset: 0 lastOffset: 2 lastStableOffset: 3" in result.stdout
+    as_json = ok(run_moldau("log", "dump", str(path), "--format", "json"))
+    assert '"type": "aborted_txn"' in as_json.stdout

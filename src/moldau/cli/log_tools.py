@@ -2,7 +2,8 @@
 
 ``dump`` is moldau's ``kafka-dump-log``: every batch of a ``.log`` file with its offsets,
 position, size, stored and computed CRC, codec, producer fields and timestamps, optionally its
-records; every entry of a ``.index`` / ``.timeindex``, optionally checked against the log.
+records; every entry of a ``.index`` / ``.timeindex`` (optionally checked against the log)
+and every aborted transaction of a ``.txnindex``.
 ``verify`` checks whole log dirs fast and answers with an exit status (0 clean, 1 problems).
 Both only read, so they are safe on a live broker's data dir. The reading and checking is in
 :mod:`moldau.log.inspect`; this module only formats.
@@ -38,6 +39,8 @@ from ..log.inspect import (
 from ..log.records import decode_records
 from ..log.records_reader import iter_batch_records
 from ..log.segment import INDEX_SUFFIX, LOG_SUFFIX
+from ..log.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from ..log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from .errors import CliError
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -201,6 +204,25 @@ def _dump_index(path: Path, out: _Output, table: BatchTable | None) -> int:
     return bad
 
 
+def _dump_txn_index(path: Path, out: _Output) -> None:
+    """Print a ``.txnindex`` file's aborted transactions (34-byte entries, Kafka's layout)."""
+    index = TransactionIndex(path)
+    index.load()
+    for entry in index.entries:
+        out.emit("aborted_txn",
+                 f"producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+                 f"lastOffset: {entry.last_offset} lastStableOffset: "
+                 f"{entry.last_stable_offset}",
+                 {"file": str(path), "producerId": entry.producer_id,
+                  "firstOffset": entry.first_offset, "lastOffset": entry.last_offset,
+                  "lastStableOffset": entry.last_stable_offset})
+    size = path.stat().st_size
+    if size % TXN_ENTRY_SIZE:
+        out.emit("problem", f"Problem: {path}: a torn entry of {size % TXN_ENTRY_SIZE} bytes",
+                 {"file": str(path), "position": size - size % TXN_ENTRY_SIZE, "offset": -1,
+                  "what": "torn entry"})
+
+
 def _expand(paths: tuple[Path, ...]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
@@ -220,7 +242,7 @@ def _expand(paths: tuple[Path, ...]) -> list[Path]:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="json: one JSON object per line, each with a 'type'.")
 def dump(paths: tuple[Path, ...], print_records: bool, verify_index: bool, fmt: str) -> None:
-    """Print the batches of .log files and the entries of .index/.timeindex files.
+    """Print the batches of .log files and the entries of .index/.timeindex/.txnindex files.
 
     PATHS are segment files or partition directories (all their segment files, in order).
     """
@@ -231,6 +253,8 @@ def dump(paths: tuple[Path, ...], print_records: bool, verify_index: bool, fmt: 
         try:
             if path.suffix == LOG_SUFFIX:
                 tables[path] = _dump_log(path, out, print_records)
+            elif path.suffix == TXN_INDEX_SUFFIX:
+                _dump_txn_index(path, out)
             else:
                 table = _table_for(path, tables) if verify_index else None
                 _dump_index(path, out, table)

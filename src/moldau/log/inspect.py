@@ -35,6 +35,7 @@ from .batch import ATTRIBUTES_POS, BATCH_HEADER_SIZE, MAGIC_V2, MIN_BATCH_LENGTH
 from .batch import read_header as _read_header
 from .index import OffsetIndex, TimeIndex
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from .txn_index import TXN_INDEX_SUFFIX
 
 #: Bytes per read: large enough that syscalls do not matter, small enough to stay in cache.
 READ_CHUNK_BYTES = 4 << 20
@@ -42,7 +43,7 @@ READ_CHUNK_BYTES = 4 << 20
 #: How often a segment that grows while it is read (the active one of a live broker) is
 #: read on before its tail is reported as torn.
 _TAIL_RETRIES = 3
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 assert _OFFSET_ENTRY.size == OffsetIndex.ENTRY_SIZE and _TIME_ENTRY.size == TimeIndex.ENTRY_SIZE
