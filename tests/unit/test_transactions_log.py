@@ -261,17 +261,23 @@ def test_plain_batch_during_an_open_transaction_is_invalid_txn_state(tmp_path: P
 
 
 
-def test_completed_transactions_are_forgotten_once_the_high_watermark_passes(
-        tmp_path: Path) -> None:
-    # A follower never asks for its LSO: the high watermark alone must keep this bounded.
-    plog = open_log(tmp_path)
-    for seq in range(50):
-        plog.append(txn_batch(A, seq), leader_epoch=0, now_ms=NOW, origin=AppendOrigin.CLIENT)
-        marker(plog, A, ControlType.COMMIT)
-    assert len(plog.producers.unstable_completed) == 50
-    plog.high_watermark = plog.log_end_offset
-    assert len(plog.producers.unstable_completed) == 0
 
+def test_a_follower_forgets_completed_transactions_once_its_high_watermark_passes(
+        tmp_path: Path) -> None:
+    from moldau.replica.partition import Partition
+
+    leader = open_log(tmp_path / "l")
+    for seq in range(50):
+        produce(leader, txn_batch(A, seq))
+        marker(leader, A, ControlType.COMMIT)
+    data = b"".join(s.file_slice().read() for s in leader.segments)
+    follower = Partition(open_log(tmp_path / "f"), 2)
+    follower.make_follower(1, 0)
+    follower.append_as_follower(data, 0, NOW)
+    assert len(follower.log.producers.unstable_completed) == 50
+    follower.append_as_follower(b"", leader.log_end_offset, NOW)
+    assert len(follower.log.producers.unstable_completed) == 0
+    assert follower.last_stable_offset == leader.log_end_offset
 
 def test_log_dump_prints_the_aborted_transactions_of_a_txnindex(tmp_path: Path) -> None:
     from ..helpers.cli import ok, run_moldau

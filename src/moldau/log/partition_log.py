@@ -344,13 +344,8 @@ class PartitionLog:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
-        """Set by the broker (single node: the log end offset after each append); clamped.
-        Completed transactions whose marker it passed stop counting as unstable (on a
-        follower nothing else would forget them)."""
-        self._high_watermark = hw = min(max(value, self._log_start_offset), self.log_end_offset)
-        done = self.producers.unstable_completed
-        while done and done[0][1] < hw:
-            done.popleft()
+        """Set by the broker (single node: the log end offset after each append); clamped."""
+        self._high_watermark = min(max(value, self._log_start_offset), self.log_end_offset)
 
     @property
     def recovery_point(self) -> int:

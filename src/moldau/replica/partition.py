@@ -545,6 +545,10 @@ class Partition:
         """A follower's high watermark: the leader's, as far as this log reaches."""
         if self.role is Role.FOLLOWER and leader_high_watermark > self._log.high_watermark:
             self._log.high_watermark = min(leader_high_watermark, self._log.log_end_offset)
+            if self._log.producers.has_transactions:
+                # Forget completed transactions the watermark passed: nobody asks a
+                # follower for its LSO, which would do it on a leader.
+                self._log.producers.first_unstable_offset(self._log.high_watermark)
 
     def truncate_to(self, offset: int) -> int:
         """Drop a divergent tail before following a new leader (bytes removed)."""
