@@ -583,9 +583,10 @@ class TransactionService:
         decision = await decide()
         if not decision.fencing:
             return await self._carry_out(transactional_id, decision)
-        assert decision.write is not None
-        log.info("transaction %s: fencing producer %d (epoch %d), aborting its transaction",
-                 transactional_id, decision.write.producer_id, decision.write.producer_epoch - 1)
+        meta = self.coordinator.txns.get(transactional_id)
+        if meta is not None:
+            log.info("transaction %s: fencing producer %d (epoch %d), aborting its transaction",
+                     transactional_id, meta.current.producer_id, meta.current.producer_epoch)
         answer = await self._carry_out(transactional_id, decision)
         if answer[0] is not ErrorCode.concurrent_transactions:
             return answer  # the abort could not be written
