@@ -52,6 +52,7 @@ CLEANUP_INTERVAL_MS = 500
 TXN_TIMEOUT_MS = 5000
 STUCK_SLACK_S = CLEANUP_INTERVAL_MS / 1000 + 8
 TXN_STATE = "__transaction_state"
+STARTUP_TIMEOUT_S = 60.0
 CLUSTER_OVERRIDES = (
     f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
     "default.replication.factor=3",
@@ -126,7 +127,7 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
     workdir = tmp_path_factory.mktemp("txn-cluster")
     brokers = [BrokerProcess(workdir / f"broker-{i}", overrides=(
         *TEST_BROKER_OVERRIDES, f"node.id={i}", f"zookeeper.connect={connect}",
-        *CLUSTER_OVERRIDES)) for i in (1, 2, 3)]
+        *CLUSTER_OVERRIDES), startup_timeout=STARTUP_TIMEOUT_S) for i in (1, 2, 3)]
     try:
         for b in brokers:
             b.start()
@@ -254,7 +255,10 @@ def _kill_broker_mid_transaction(runner: LoopRunner, brokers: list[BrokerProcess
 def test_eos_loop_through_kills_of_loop_coordinator_and_leader(
         make_broker: MakeBroker, zk_connect: str, tmp_path: Path) -> None:
     brokers = [make_broker(f"node.id={i}", f"zookeeper.connect={zk_connect}",
-                           *CLUSTER_OVERRIDES) for i in (1, 2, 3)]
+                           *CLUSTER_OVERRIDES, start=False) for i in (1, 2, 3)]
+    for b in brokers:  # restarts too: a loaded 2-core machine can take 20 s to start one
+        b.startup_timeout = STARTUP_TIMEOUT_S
+        b.start()
     eventually(lambda: describe(brokers[0], "none")[0] == [1, 2, 3], what="three brokers")
     source, sink = unique("eos-in"), unique("eos-out")
     _create(brokers, source, sink)

@@ -42,8 +42,11 @@ STUCK_SLACK_S = CLEANUP_INTERVAL_MS / 1000 + 6
 
 
 def _broker(make_broker: MakeBroker):  # type: ignore[no-untyped-def]
-    return make_broker(
-        f"transaction.abort.timed.out.transaction.cleanup.interval.ms={CLEANUP_INTERVAL_MS}")
+    broker = make_broker(
+        f"transaction.abort.timed.out.transaction.cleanup.interval.ms={CLEANUP_INTERVAL_MS}",
+        start=False)
+    broker.startup_timeout = 60.0  # restarts too: a loaded 2-core machine can take 20 s
+    return broker.start()
 
 
 def _topics(bootstrap: str) -> tuple[str, str]:
