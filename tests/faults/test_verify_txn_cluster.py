@@ -63,3 +63,19 @@ def test_rotate_nemesis_transactions_no_aborted_reads_no_lost_commits_no_duplica
         wanted.add("partition")
     assert wanted <= kinds, events
     assert any(e.startswith("heal:") and "every replica in sync" in e for e in events), events
+
+
+def test_unclean_election_loses_committed_transactions_and_is_reported() -> None:
+    """The checker can fail on a real cluster: an unclean election throws away committed
+    values (the new leader never had them), and the run must report them lost."""
+    report, status = verify("--unclean", "--nemesis", "none", "--duration", "30",
+                            "--rate", "600", "--txn-size", "50", "--read-timeout", "20")
+    events = [e["event"] for e in report["nemesis"]]
+    txn = report["transactional"]
+    print(json.dumps({k: report[k] for k in ("acked", "failed", "values_read", "anomalies")}))
+    print("\n".join(events))
+    assert any("(unclean election)" in e for e in events), events
+    assert report["anomalies"]["lost"] > 0 and "lost" in report["failing"], report
+    assert txn["committed_values_read"] < txn["committed_values"], txn
+    assert report["anomalies"]["aborted_read"] == 0, report["examples"]
+    assert status == 1

@@ -113,7 +113,8 @@ class Verdict:
     aborted_read: list[TxnRead] = field(default_factory=list)
     #: Information, no anomaly: values of transactions in doubt that were read.
     in_doubt_read: list[TxnRead] = field(default_factory=list)
-    #: Transactions per outcome (committed, aborted, in-doubt) and the aborts chosen.
+    #: Transactions per outcome (committed, aborted, in-doubt), and how many of the aborted
+    #: ones were aborted on purpose (the others after a failed commit).
     transactions: dict[str, int] = field(default_factory=dict)
     chosen_aborts: int = 0
     committed_values: int = 0
@@ -263,7 +264,8 @@ def _check_transactions(history: History, locations: dict[ValueId, set[Location]
     txn_of = _transaction_of(history)
     outcomes = [txn.outcome for txn in history.transactions]
     verdict.transactions = {o: outcomes.count(o) for o in (COMMITTED, ABORTED, IN_DOUBT)}
-    verdict.chosen_aborts = sum(1 for txn in history.transactions if txn.chose_abort)
+    verdict.chosen_aborts = sum(1 for txn in history.transactions
+                                if txn.chose_abort and txn.outcome == ABORTED)
     committed = {v for v, txn in txn_of.items() if txn.outcome == COMMITTED}
     verdict.committed_values = len(committed)
     verdict.committed_values_read = sum(1 for v in committed if v in locations)

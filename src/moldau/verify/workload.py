@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import random
 import secrets
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -288,16 +289,23 @@ class _TransactionalWorker(_ProducerWorker):
 
     def _replace(self, producer: Producer) -> Producer | None:
         """Give up ``producer`` (its last transaction is in doubt): a new one fences it."""
-        with contextlib.suppress(KafkaException):
-            producer.purge()
+        _quietly(producer.purge)
         if len(self.replaced) > self.config.max_replacements:
             self.fatal = self.fatal or "too many producers replaced"
             return None
-        return self._open()
+        return self._open_safely()
+
+    def _open_safely(self) -> Producer | None:
+        """:meth:`_open`, whatever it raises (the start barrier must see every worker)."""
+        try:
+            return self._open()
+        except:  # noqa: E722 - see _quietly
+            self.fatal = f"cannot start a transactional producer: {sys.exc_info()[1]!s}"
+            return None
 
     def run(self) -> None:
         cfg = self.config
-        producer = self._open()
+        producer = self._open_safely()
         self.clock.wait()
         quota = cfg.share(self.number)
         seq = 0
@@ -311,8 +319,14 @@ class _TransactionalWorker(_ProducerWorker):
                 seq, failed = self._send_transaction(producer, seq, size)
             except KafkaException as exc:  # a fatal or state error: no transaction to send in
                 failed = f"begin_transaction: {exc}"
-            outcome, detail = self._end(producer, commit=not chose_abort and failed is None
-                                        and seq > first, why=failed)
+            except:  # noqa: E722 - see _quietly
+                seq = len(self.sent)  # one value per sequence number, in order
+                failed = f"client raised {sys.exc_info()[1]!s}"
+            try:
+                outcome, detail = self._end(producer, commit=not chose_abort and failed is None
+                                            and seq > first, why=failed)
+            except:  # noqa: E722 - see _quietly: the thread must live to record its history
+                outcome, detail = IN_DOUBT, f"client raised {sys.exc_info()[1]!s}"
             if seq > first:
                 self.transactions.append(Txn(self.number, len(self.transactions), first,
                                              seq - 1, outcome, detail, chose_abort))
@@ -320,8 +334,7 @@ class _TransactionalWorker(_ProducerWorker):
                 self.replaced.append(detail)
                 producer = self._replace(producer)
         if producer is not None:
-            with contextlib.suppress(KafkaException):
-                producer.flush(1.0)
+            _quietly(producer.flush, 1.0)
         reported = {a.value for a in self.acks} | {f.value for f in self.failures}
         self.failures.extend(
             Failure(value, f"no delivery report ({self.fatal or 'transaction ended'})")
@@ -368,8 +381,7 @@ class _TransactionalWorker(_ProducerWorker):
         if not commit and why is None:
             # An abort chosen on purpose: let the values reach the log first (abort would
             # purge what is still queued), so consumers really have aborted data to skip.
-            with contextlib.suppress(KafkaException):  # a fatal error: abort says it again
-                producer.flush(cfg.flush_timeout_s)
+            _quietly(producer.flush, cfg.flush_timeout_s)  # a fatal error: abort says it again
         while True:
             left = max(1.0, deadline - time.monotonic())
             try:
@@ -439,6 +451,19 @@ class _ConsumerWorker:
             self.complete = not pending
         finally:
             consumer.close()
+
+
+def _quietly(call: Callable[..., Any], *args: Any) -> None:
+    """``call(*args)``, ignoring whatever it raises.
+
+    After a fatal error confluent-kafka 2.16 can raise a ``KafkaError`` (no exception class)
+    out of ``flush()`` even with an ``error_cb``; only a bare except stops it from killing the
+    worker thread before its transactions are recorded. The error itself reaches the worker
+    through ``error_cb`` or the next transactional call."""
+    try:  # noqa: SIM105 - contextlib.suppress matches exception classes only
+        call(*args)
+    except:  # noqa: E722
+        pass
 
 
 def _start_threads(workers: list[Any], name: str) -> list[threading.Thread]:
