@@ -390,7 +390,8 @@ class TransactionService:
                     return
                 error = await self._write(transactional_id, snapshot)
                 if error is None:
-                    log.info("transaction %s: %s (producer %d epoch %d, %d partitions)",
+                    # DEBUG, as Kafka logs it: a busy producer ends hundreds a second.
+                    log.debug("transaction %s: %s (producer %d epoch %d, %d partitions)",
                              transactional_id, snapshot.state.display, marker.producer_id,
                              marker.producer_epoch, len(marker.partitions))
                     return

@@ -10,6 +10,7 @@ leaving it negative as ``Math.abs`` would.
 
 from __future__ import annotations
 
+import functools
 import struct
 
 INT_MIN = -(2**31)
@@ -21,8 +22,13 @@ def _to_int32(value: int) -> int:
     return value - (1 << 32) if value & 0x80000000 else value
 
 
+@functools.lru_cache(maxsize=4096)
 def java_string_hash(text: str) -> int:
-    """``text.hashCode()`` in Java: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units."""
+    """``text.hashCode()`` in Java: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units.
+
+    Cached: coordinators hash the same group and transactional ids on every request (a
+    transactional producer's id several times per transaction), and the loop over UTF-16
+    units costs microseconds in Python."""
     data = text.encode("utf-16-be", "surrogatepass")
     h = 0
     for (unit,) in struct.iter_unpack(">H", data):
