@@ -49,10 +49,16 @@ PARTITIONS = 6
 MODES = ("plain", "plain_inflight5", "idempotent", "txn100", "txn1000")
 
 
-def _producer(bootstrap: str, mode: str) -> Producer:
+#: librdkafka's default ``batch.size``: a 1,000-record transaction of 1 KiB records is then one
+#: batch, sent only when it is full, so the client's producing and the broker's appending of
+#: one transaction never overlap (``--batch-bytes`` measures smaller batches).
+DEFAULT_BATCH_BYTES = 1_000_000
+
+
+def _producer(bootstrap: str, mode: str, batch_bytes: int = DEFAULT_BATCH_BYTES) -> Producer:
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-        "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+        "batch.size": batch_bytes, "queue.buffering.max.messages": 1_000_000,
         "queue.buffering.max.kbytes": 1_048_576,
         "enable.idempotence": not mode.startswith("plain"),
     }
@@ -77,11 +83,12 @@ def _warm_up(producer: Producer, topic: str, transactional: bool) -> None:
         producer.flush(60)
 
 
-def produce(bootstrap: str, topic: str, mode: str, count: int, size: int) -> dict[str, Any]:
+def produce(bootstrap: str, topic: str, mode: str, count: int, size: int,
+            batch_bytes: int = DEFAULT_BATCH_BYTES) -> dict[str, Any]:
     """``count`` records of ``size`` bytes in ``mode``; records/s from the first send to the
     last ack (for transactions: to the last commit)."""
     txn_records = int(mode[3:]) if mode.startswith("txn") else 0
-    producer = _producer(bootstrap, mode)
+    producer = _producer(bootstrap, mode, batch_bytes)
     try:
         _warm_up(producer, topic, bool(txn_records))
     except KafkaException as exc:  # e.g. a broker without a transaction coordinator
@@ -128,7 +135,7 @@ def produce(bootstrap: str, topic: str, mode: str, count: int, size: int) -> dic
         error = str(exc)
     elapsed = time.perf_counter() - start
     result = {"workload": "produce", "mode": mode, "records": sent, "record_bytes": size,
-              "acks": "all", "seconds": round(elapsed, 3),
+              "acks": "all", "batch_bytes": batch_bytes, "seconds": round(elapsed, 3),
               "records_per_s": round(sent / elapsed), "mb_per_s": round(sent * size / elapsed
                                                                          / 1e6, 1),
               "failed": failed}
@@ -147,13 +154,14 @@ def produce(bootstrap: str, topic: str, mode: str, count: int, size: int) -> dic
 
 def measure(bootstrap: str, setup: dict[str, Any], count: int, size: int, reps: int,
             replication_factor: int, configs: dict[str, str],
-            modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+            modes: tuple[str, ...] = MODES,
+            batch_bytes: int = DEFAULT_BATCH_BYTES) -> dict[str, Any]:
     """``reps`` rounds of every mode, alternating, each on a new topic; the summary line."""
     rates: dict[str, list[int]] = {mode: [] for mode in modes}
     for round_number in range(reps):
         for mode in modes:
             topic = _topic(bootstrap, PARTITIONS, replication_factor, configs)
-            sample = {**setup, **produce(bootstrap, topic, mode, count, size),
+            sample = {**setup, **produce(bootstrap, topic, mode, count, size, batch_bytes),
                       "round": round_number}
             print(json.dumps(sample), flush=True)
             if "incomplete" not in sample:
@@ -165,7 +173,7 @@ def measure(bootstrap: str, setup: dict[str, Any], count: int, size: int, reps: 
         return round(top / bottom, 2) if top and bottom else None
 
     return {"workload": "summary", **setup, "records": count, "record_bytes": size,
-            "reps": reps, "median_records_per_s": medians,
+            "batch_bytes": batch_bytes, "reps": reps, "median_records_per_s": medians,
             "min_max_records_per_s": {m: [min(r), max(r)] if r else None
                                       for m, r in rates.items()},
             "idempotent_over_plain": ratio("idempotent", "plain"),
@@ -184,6 +192,9 @@ def main() -> None:
                         help="records per sample (default 200000, quick 50000)")
     parser.add_argument("--record-bytes", type=int, default=1024)
     parser.add_argument("--reps", type=int, default=None, help="rounds (default 3, quick 1)")
+    parser.add_argument("--batch-bytes", type=int, default=DEFAULT_BATCH_BYTES,
+                        help="the producers' batch.size (librdkafka's default 1000000; the "
+                             "Java client's is 16384)")
     parser.add_argument("--no-cluster", action="store_true",
                         help="one broker only (no ZooKeeper needed)")
     parser.add_argument("--modes", default=",".join(MODES),
@@ -198,7 +209,8 @@ def main() -> None:
     alone = BenchBroker()
     try:
         print(json.dumps(measure(alone.bootstrap, {"brokers": 1, "replication_factor": 1},
-                                 count, args.record_bytes, reps, 1, {}, modes)), flush=True)
+                                 count, args.record_bytes, reps, 1, {}, modes,
+                                 args.batch_bytes)), flush=True)
     finally:
         alone.close()
     if args.no_cluster:
@@ -215,7 +227,8 @@ def main() -> None:
             time.sleep(2)  # registrations and the controller election
             setup = {"brokers": 3, "replication_factor": 3, "min_insync_replicas": 2}
             print(json.dumps(measure(spec.bootstrap, setup, count, args.record_bytes, reps, 3,
-                                     {"min.insync.replicas": "2"}, modes)), flush=True)
+                                     {"min.insync.replicas": "2"}, modes, args.batch_bytes)),
+                  flush=True)
         finally:
             cluster.stop()
             if env_level is None:
