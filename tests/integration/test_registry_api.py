@@ -1,0 +1,289 @@
+"""The Schema Registry through Confluent's REST API and confluent-kafka's client.
+
+One registry process (module fixture) on the shared broker, with its own ``_schemas``
+topic; each test uses subjects of its own. Error bodies are checked as Confluent sends
+them, since clients branch on ``error_code``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tests.helpers.registry_process import RegistryProcess
+
+MEDIA = {"content-type": "application/vnd.schemaregistry.v1+json"}
+
+
+def record(name: str, *fields: dict[str, Any], namespace: str = "test") -> str:
+    return json.dumps({"type": "record", "name": name, "namespace": namespace,
+                       "fields": list(fields)})
+
+
+USER_V1 = record("User", {"name": "name", "type": "string"})
+USER_V2 = record("User", {"name": "name", "type": "string"},
+                 {"name": "age", "type": "int", "default": 0})
+USER_NO_DEFAULT = record("User", {"name": "name", "type": "string"},
+                         {"name": "email", "type": "string"})
+
+
+@pytest.fixture(scope="module")
+def registry(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProcess]:
+    token = secrets.token_hex(4)
+    process = RegistryProcess(broker.bootstrap, Path(tmp_path_factory.mktemp("registry")),
+                              topic=f"_schemas-api-{token}", group_id=f"registry-api-{token}")
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def http(registry: RegistryProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=registry.url, headers=MEDIA, timeout=30.0) as client:
+        yield client
+
+
+@pytest.fixture
+def subject(request: pytest.FixtureRequest) -> str:
+    return f"{request.node.name[:40]}-{secrets.token_hex(3)}-value"
+
+
+def register(http: httpx.Client, subject: str, schema: str, **extra: Any) -> httpx.Response:
+    return http.post(f"/subjects/{subject}/versions", json={"schema": schema, **extra})
+
+
+def assert_error(response: httpx.Response, status: int, code: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["error_code"] == code, body
+    assert isinstance(body["message"], str) and body["message"]
+    return body
+
+
+def test_avro_serializer_round_trip_through_broker(
+    registry: RegistryProcess, broker: Any, topic_name: str
+) -> None:
+    client = SchemaRegistryClient({"url": registry.url})
+    serializer = AvroSerializer(client, USER_V2)
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    users = [{"name": f"user-{i}", "age": i} for i in range(5)]
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    for user in users:
+        producer.produce(topic_name, value=serializer(user, context))
+    assert producer.flush(30) == 0
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic_name,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic_name])
+    received = []
+    try:
+        for _ in range(100):
+            message = consumer.poll(1.0)
+            if message is None or message.error():
+                continue
+            received.append(deserializer(message.value(), context))
+            if len(received) == len(users):
+                break
+    finally:
+        consumer.close()
+    assert received == users
+    registered = client.get_latest_version(f"{topic_name}-value")
+    assert registered.version == 1
+    assert json.loads(registered.schema.schema_str) == json.loads(USER_V2)
+
+
+def test_same_schema_same_id_across_subjects(http: httpx.Client, subject: str) -> None:
+    first = register(http, subject, USER_V1).json()["id"]
+    assert register(http, subject, USER_V1).json()["id"] == first
+    # Whitespace does not make another schema.
+    assert register(http, subject, json.dumps(json.loads(USER_V1), indent=2)).json()["id"] == first
+    assert register(http, f"other-{subject}", USER_V1).json()["id"] == first
+    assert http.get(f"/subjects/{subject}/versions").json() == [1]
+    second = register(http, subject, USER_V2).json()["id"]
+    assert second != first
+    assert http.get(f"/subjects/{subject}/versions").json() == [1, 2]
+    latest = http.get(f"/subjects/{subject}/versions/latest").json()
+    assert latest == {"subject": subject, "version": 2, "id": second,
+                      "schema": json.dumps(json.loads(USER_V2), separators=(",", ":"))}
+    assert http.get(f"/subjects/{subject}/versions/1").json()["id"] == first
+    assert json.loads(http.get(f"/schemas/ids/{first}").json()["schema"]) == json.loads(USER_V1)
+    assert json.loads(http.get(f"/schemas/ids/{first}/schema").text) == json.loads(USER_V1)
+    assert sorted(http.get(f"/schemas/ids/{first}/subjects").json()) == sorted(
+        [subject, f"other-{subject}"])
+    assert {"subject": subject, "version": 1} in http.get(f"/schemas/ids/{first}/versions").json()
+    assert "AVRO" in http.get("/schemas/types").json()
+
+
+def test_lookup(http: httpx.Client, subject: str) -> None:
+    schema_id = register(http, subject, USER_V1).json()["id"]
+    found = http.post(f"/subjects/{subject}", json={"schema": USER_V1})
+    assert found.status_code == 200
+    assert found.json()["id"] == schema_id and found.json()["version"] == 1
+    assert_error(http.post(f"/subjects/{subject}", json={"schema": USER_V2}), 404, 40403)
+    assert_error(http.post(f"/subjects/nobody-{subject}", json={"schema": USER_V1}), 404, 40401)
+    client = SchemaRegistryClient({"url": str(http.base_url)})
+    assert client.lookup_schema(subject, Schema(USER_V1, "AVRO")).schema_id == schema_id
+
+
+def test_not_found_and_invalid_errors(http: httpx.Client, subject: str) -> None:
+    assert_error(http.get(f"/subjects/{subject}/versions"), 404, 40401)
+    assert_error(http.get(f"/subjects/{subject}/versions/latest"), 404, 40401)
+    register(http, subject, USER_V1)
+    assert_error(http.get(f"/subjects/{subject}/versions/7"), 404, 40402)
+    assert_error(http.get(f"/subjects/{subject}/versions/0"), 422, 42202)
+    assert_error(http.get(f"/subjects/{subject}/versions/abc"), 422, 42202)
+    assert_error(http.get("/schemas/ids/987654"), 404, 40403)
+    assert_error(register(http, subject, "{not json"), 422, 42201)
+    assert_error(register(http, subject, json.dumps({"type": "record", "name": "X",
+                                                     "fields": [{"name": "a",
+                                                                 "type": "nope"}]})), 422, 42201)
+    assert_error(register(http, subject, json.dumps({"type": "record", "name": "X", "fields": [
+        {"name": "a", "type": "int", "default": "text"}]})), 422, 42201)
+    assert_error(register(http, subject, ""), 422, 42201)
+    assert_error(http.put("/config/x", json={"compatibility": "SIDEWAYS"}), 422, 42203)
+    assert_error(http.get("/no/such/path"), 404, 404)
+    with pytest.raises(SchemaRegistryError) as caught:
+        SchemaRegistryClient({"url": str(http.base_url)}).get_latest_version(f"nobody-{subject}")
+    assert caught.value.error_code == 40401
+    # The registry keeps serving after all that.
+    assert http.get(f"/subjects/{subject}/versions").json() == [1]
+
+
+def test_soft_and_permanent_delete(http: httpx.Client, subject: str) -> None:
+    first = register(http, subject, USER_V1).json()["id"]
+    register(http, subject, USER_V2)
+    # Permanent only after soft, as Confluent.
+    assert_error(http.delete(f"/subjects/{subject}?permanent=true"), 404, 40405)
+    assert_error(http.delete(f"/subjects/{subject}/versions/1?permanent=true"), 404, 40407)
+    assert http.delete(f"/subjects/{subject}/versions/1").json() == 1
+    assert_error(http.delete(f"/subjects/{subject}/versions/1"), 404, 40406)
+    assert http.get(f"/subjects/{subject}/versions").json() == [2]
+    assert http.get(f"/subjects/{subject}/versions?deleted=true").json() == [1, 2]
+    assert http.delete(f"/subjects/{subject}").json() == [2]
+    assert_error(http.delete(f"/subjects/{subject}"), 404, 40404)
+    assert subject not in http.get("/subjects").json()
+    assert subject in http.get("/subjects?deleted=true").json()
+    assert_error(http.get(f"/subjects/{subject}/versions/latest"), 404, 40401)
+    assert http.get(f"/subjects/{subject}/versions/1?deleted=true").json()["id"] == first
+    # Deserializers still need soft-deleted schemas by id.
+    assert http.get(f"/schemas/ids/{first}").status_code == 200
+    assert http.delete(f"/subjects/{subject}?permanent=true").json() == [1, 2]
+    assert subject not in http.get("/subjects?deleted=true").json()
+    assert_error(http.get(f"/subjects/{subject}/versions?deleted=true"), 404, 40401)
+    # A new registration starts the subject again at version 1 and keeps the schema's id.
+    assert register(http, subject, USER_V1).json()["id"] == first
+    assert http.get(f"/subjects/{subject}/versions").json() == [1]
+
+
+def test_subject_prefix(http: httpx.Client, subject: str) -> None:
+    register(http, f"pfx-a-{subject}", USER_V1)
+    register(http, f"pfx-b-{subject}", USER_V1)
+    assert http.get("/subjects", params={"subjectPrefix": "pfx-a-"}).json() == [
+        f"pfx-a-{subject}"]
+    client = SchemaRegistryClient({"url": str(http.base_url)})
+    assert f"pfx-b-{subject}" in client.get_subjects()
+
+
+@pytest.mark.parametrize(
+    ("level", "v2", "accepted"),
+    [
+        ("BACKWARD", USER_V2, True),  # new field with a default: new reader reads old data
+        ("BACKWARD", USER_NO_DEFAULT, False),  # new field without a default
+        ("FORWARD", USER_NO_DEFAULT, True),  # old reader ignores the new field
+        ("FORWARD", record("User", {"name": "age", "type": "int", "default": 1}), False),
+        ("FULL", USER_V2, True),
+        ("FULL", USER_NO_DEFAULT, False),
+        ("NONE", record("User", {"name": "name", "type": "int"}), True),
+        ("BACKWARD", record("User", {"name": "name", "type": "int"}), False),
+    ],
+)
+def test_compatibility_levels(
+    http: httpx.Client, subject: str, level: str, v2: str, accepted: bool
+) -> None:
+    assert http.put(f"/config/{subject}", json={"compatibility": level}).json() == {
+        "compatibility": level}
+    register(http, subject, USER_V1)
+    check = http.post(f"/compatibility/subjects/{subject}/versions/latest?verbose=true",
+                      json={"schema": v2}).json()
+    assert check["is_compatible"] is accepted
+    assert bool(check["messages"]) is not accepted
+    response = register(http, subject, v2)
+    if accepted:
+        assert response.status_code == 200 and "id" in response.json()
+    else:
+        body = assert_error(response, 409, 409)
+        assert "incompatible" in body["message"]
+
+
+def test_transitive_levels(http: httpx.Client, subject: str) -> None:
+    """v1 {a}, v2 {a, b=default}, v3 {b} without a: v3 reads v2 data (b is there) but not
+    v1 data (b missing, no default) -> BACKWARD accepts v3, BACKWARD_TRANSITIVE refuses."""
+    v1 = record("R", {"name": "a", "type": "int"})
+    v2 = record("R", {"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 0})
+    v3 = record("R", {"name": "b", "type": "int"})
+    for level, accepted in (("BACKWARD_TRANSITIVE", False), ("BACKWARD", True)):
+        name = f"{level}-{subject}"
+        http.put(f"/config/{name}", json={"compatibility": level})
+        register(http, name, v1)
+        register(http, name, v2)
+        assert (register(http, name, v3).status_code == 200) is accepted, level
+    for level in ("FULL_TRANSITIVE", "FORWARD_TRANSITIVE"):
+        name = f"{level}-{subject}"
+        http.put(f"/config/{name}", json={"compatibility": level})
+        register(http, name, v1)
+        register(http, name, v2)
+        assert_error(register(http, name, v3), 409, 409)
+
+
+def test_config_global_and_default_to_global(http: httpx.Client, subject: str) -> None:
+    assert http.get("/config").json() == {"compatibilityLevel": "BACKWARD"}
+    assert_error(http.get(f"/config/{subject}"), 404, 40408)
+    assert http.get(f"/config/{subject}?defaultToGlobal=true").json() == {
+        "compatibilityLevel": "BACKWARD"}
+    client = SchemaRegistryClient({"url": str(http.base_url)})
+    client.set_compatibility(subject, "FULL")
+    assert client.get_compatibility(subject) == "FULL"
+    assert http.delete(f"/config/{subject}").json() == {"compatibilityLevel": "FULL"}
+    assert_error(http.get(f"/config/{subject}"), 404, 40408)
+
+
+def test_readonly_mode_refuses_writes(http: httpx.Client, subject: str) -> None:
+    register(http, subject, USER_V1)
+    assert http.put(f"/mode/{subject}", json={"mode": "READONLY"}).json() == {"mode": "READONLY"}
+    assert_error(register(http, subject, USER_V2), 422, 42205)
+    assert_error(http.put(f"/mode/{subject}", json={"mode": "SLEEPY"}), 422, 42204)
+    assert http.delete(f"/mode/{subject}").json() == {"mode": "READONLY"}
+    assert register(http, subject, USER_V2).status_code == 200
+    assert http.get("/mode").json() == {"mode": "READWRITE"}
+
+
+def test_references(http: httpx.Client, subject: str) -> None:
+    address = json.dumps({"type": "record", "name": "Address", "namespace": "test",
+                          "fields": [{"name": "city", "type": "string"}]})
+    register(http, f"address-{subject}", address)
+    person = record("Person", {"name": "name", "type": "string"},
+                    {"name": "home", "type": "test.Address"})
+    refs = [{"name": "test.Address", "subject": f"address-{subject}", "version": 1}]
+    assert_error(register(http, subject, person), 422, 42201)  # unknown type without refs
+    person_id = register(http, subject, person, references=refs).json()["id"]
+    got = http.get(f"/schemas/ids/{person_id}").json()
+    assert got["references"] == refs
+    assert http.get(f"/subjects/address-{subject}/versions/1/referencedby").json() == [person_id]
+    # A referenced schema cannot be deleted while something refers to it.
+    assert_error(http.delete(f"/subjects/address-{subject}/versions/1"), 422, 42206)
+
+    client = SchemaRegistryClient({"url": str(http.base_url)})
+    schema = Schema(person, "AVRO", [SchemaReference("test.Address", f"address-{subject}", 1)])
+    assert client.register_schema(subject, schema) == person_id
