@@ -121,10 +121,11 @@ class PrimaryElection:
             except KafkaException as exc:  # pragma: no cover
                 log.warning("reading %s: %s", self.topic, exc)
                 continue
-            if message is None or message.error() or message.value() is None:
+            value = None if message is None or message.error() else message.value()
+            if value is None:
                 continue
             try:
-                url = json.loads(message.value())["url"]
+                url = json.loads(value)["url"]
             except (ValueError, KeyError, TypeError):
                 continue
             with self._changed:

@@ -104,9 +104,10 @@ class KafkaStore:
                 continue
             if message is None:
                 continue
-            if message.error():
-                if message.error().code() != KafkaError._PARTITION_EOF:
-                    log.warning("reading %s: %s", self.topic, message.error())
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("reading %s: %s", self.topic, error)
                 continue
             self._apply(message)
 

@@ -40,6 +40,7 @@ class AvroFormat:
             for _name, ref_text in referenced:
                 fastavro.parse_schema(json.loads(ref_text), named_schemas=named, _write_hint=False)
             raw = json.loads(text)
+            _require_record_fields(raw)
             parsed = fastavro.parse_schema(raw, named_schemas=named, _write_hint=False)
         except json.JSONDecodeError as exc:
             raise InvalidSchemaError(f"not JSON: {exc}") from exc
@@ -61,6 +62,27 @@ class AvroFormat:
         checker = _Checker(reader.parsed.names, writer.parsed.names)
         checker.check(reader.parsed.schema, writer.parsed.schema, "")
         return checker.problems
+
+
+def _require_record_fields(schema: Any) -> None:
+    """Avro's parser refuses a record without ``fields``; fastavro reads it as empty."""
+    if isinstance(schema, list):
+        for branch in schema:
+            _require_record_fields(branch)
+    elif isinstance(schema, dict):
+        kind = schema.get("type")
+        if kind in ("record", "error"):
+            if not isinstance(schema.get("fields"), list):
+                raise InvalidSchemaError(f"record {schema.get('name')!r} has no fields")
+            for field in schema["fields"]:
+                if isinstance(field, dict):
+                    _require_record_fields(field.get("type"))
+        elif isinstance(kind, dict | list):
+            _require_record_fields(kind)
+        elif kind == "array":
+            _require_record_fields(schema.get("items"))
+        elif kind == "map":
+            _require_record_fields(schema.get("values"))
 
 
 class _Resolved:
@@ -107,7 +129,8 @@ class _Checker:
         return schema
 
     def _fail(self, kind: str, path: str, detail: str) -> None:
-        self.problems.append(f"{{errorType:'{kind}', description:'{detail}', path:'{path or '/'}'}}")
+        where = path or "/"
+        self.problems.append(f"{{errorType:'{kind}', description:'{detail}', path:'{where}'}}")
 
     def check(self, reader: Any, writer: Any, path: str) -> None:
         reader = self._resolve(reader, self.reader_names)
