@@ -111,8 +111,13 @@ class Registry:
 
     def schema_by_id(self, schema_id: int) -> SchemaVersion:
         with self.store.reading() as state:
-            usages = state.usages(schema_id, deleted=True)
-            found = usages[0] if usages else None
+            found = state.by_id.get(schema_id)
+            # by_id keeps a schema's first registration; after a permanent delete of that
+            # version the id may live on in another subject, or be gone.
+            if found is not None and found != state.subjects.get(found.subject, {}).get(
+                    found.version):
+                usages = state.usages(schema_id, deleted=True)
+                found = usages[0] if usages else None
         if found is None:
             raise errors.schema_not_found(f"Schema {schema_id} not found")
         return found

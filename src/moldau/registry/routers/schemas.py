@@ -7,7 +7,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from .. import errors
-from ..web import flag, path_int, read, registry_of
+from ..web import RegistryJSON, flag, path_int, read, registry_of
 from .views import page, schema_fields
 
 
@@ -17,8 +17,10 @@ def _schema_id(request: Request) -> int:
 
 
 async def get_schema(request: Request) -> Response:
-    registry, schema_id = registry_of(request), _schema_id(request)
-    return await read(lambda: schema_fields(registry.schema_by_id(schema_id)))
+    # A dictionary look-up under the store's lock: answered on the event loop, the hot
+    # read of every deserializer.
+    version = registry_of(request).schema_by_id(_schema_id(request))
+    return RegistryJSON(schema_fields(version))
 
 
 async def get_schema_text(request: Request) -> Response:
