@@ -287,3 +287,66 @@ def test_references(http: httpx.Client, subject: str) -> None:
     client = SchemaRegistryClient({"url": str(http.base_url)})
     schema = Schema(person, "AVRO", [SchemaReference("test.Address", f"address-{subject}", 1)])
     assert client.register_schema(subject, schema) == person_id
+
+
+def _round_trip(broker: Any, topic: str, serializer: Any, deserializer: Any,
+                values: list[Any]) -> list[Any]:
+    context = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for value in values:
+        producer.produce(topic, value=serializer(value, context))
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    received: list[Any] = []
+    try:
+        for _ in range(100):
+            message = consumer.poll(1.0)
+            if message is None or message.error():
+                continue
+            received.append(deserializer(message.value(), context))
+            if len(received) == len(values):
+                break
+    finally:
+        consumer.close()
+    return received
+
+
+ORDER_SCHEMA = json.dumps({
+    "$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
+    "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
+    "required": ["id"], "additionalProperties": False,
+})
+
+
+def test_json_serializer_round_trip_through_broker(
+    registry: RegistryProcess, broker: Any, topic_name: str
+) -> None:
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    client = SchemaRegistryClient({"url": registry.url})
+    orders = [{"id": i, "item": f"thing-{i}"} for i in range(4)]
+    received = _round_trip(broker, topic_name, JSONSerializer(ORDER_SCHEMA, client),
+                           JSONDeserializer(ORDER_SCHEMA), orders)
+    assert received == orders
+    registered = client.get_latest_version(f"{topic_name}-value")
+    assert registered.schema.schema_type == "JSON"
+
+
+def test_json_schema_compatibility_and_errors(http: httpx.Client, subject: str) -> None:
+    def register_json(schema: dict[str, Any]) -> httpx.Response:
+        return register(http, subject, json.dumps(schema), schemaType="JSON")
+
+    closed = json.loads(ORDER_SCHEMA)
+    assert register_json(closed).status_code == 200
+    got = http.get(f"/subjects/{subject}/versions/latest").json()
+    assert got["schemaType"] == "JSON"
+    # BACKWARD: a closed model may gain an optional property, not lose one.
+    wider = {**closed, "properties": {**closed["properties"], "note": {"type": "string"}}}
+    assert register_json(wider).status_code == 200
+    narrower = {**closed, "properties": {"id": {"type": "integer"}}}
+    body = assert_error(register_json(narrower), 409, 409)
+    assert "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL" in body["message"]
+    assert_error(register_json({"type": "strng"}), 422, 42201)
+    assert_error(register(http, subject, "{}", schemaType="XML"), 422, 42201)

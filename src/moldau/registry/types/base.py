@@ -53,8 +53,9 @@ class SchemaFormat(Protocol):
 
 def _formats() -> dict[str, SchemaFormat]:
     from .avro import AVRO
+    from .json_schema import JSON_SCHEMA
 
-    return {f.name: f for f in (AVRO,)}
+    return {f.name: f for f in (AVRO, JSON_SCHEMA)}
 
 
 _FORMATS: dict[str, SchemaFormat] = {}
