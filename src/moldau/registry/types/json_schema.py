@@ -96,7 +96,8 @@ def _compare(reader: Any, writer: Any, path: str, problems: list[str]) -> None:
             reader_branches = reader.get(combiner, [reader])
             for index, branch in enumerate(writer.get(combiner, [writer])):
                 if not any(_fits(r, branch) for r in reader_branches):
-                    _fail(problems, "COMBINED_TYPE_SUBSCHEMAS_CHANGED", f"{path}/{combiner}/{index}",
+                    _fail(problems, "COMBINED_TYPE_SUBSCHEMAS_CHANGED",
+                          f"{path}/{combiner}/{index}",
                           "A branch of the old schema has no matching branch in the new one")
             return
     reader_types, writer_types = _types(reader), _types(writer)
@@ -121,9 +122,9 @@ def _compare(reader: Any, writer: Any, path: str, problems: list[str]) -> None:
         if not isinstance(new, int | float) or isinstance(new, bool):
             continue
         if old is None or (new > old if larger_is_narrower else new < old):
-            _fail(problems, f"{keyword.upper()}_{'INCREASED' if larger_is_narrower else 'DECREASED'}"
-                  if old is not None else f"{keyword.upper()}_ADDED", f"{path}/{keyword}",
-                  f"{keyword} changed from {old} to {new}")
+            change = "INCREASED" if larger_is_narrower else "DECREASED"
+            kind = f"{keyword.upper()}_{change if old is not None else 'ADDED'}"
+            _fail(problems, kind, f"{path}/{keyword}", f"{keyword} changed from {old} to {new}")
     _compare_object(reader, writer, path, problems)
     if "items" in reader and isinstance(reader["items"], dict | bool):
         _compare(reader["items"], writer.get("items", True), f"{path}/items", problems)
