@@ -350,3 +350,52 @@ def test_json_schema_compatibility_and_errors(http: httpx.Client, subject: str) 
     assert "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL" in body["message"]
     assert_error(register_json({"type": "strng"}), 422, 42201)
     assert_error(register(http, subject, "{}", schemaType="XML"), 422, 42201)
+
+
+def _order_message_class() -> Any:
+    """A Protobuf message class built at run time (no protoc needed)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(name=f"order_{secrets.token_hex(3)}.proto",
+                                              package="shop", syntax="proto3")
+    message = file.message_type.add(name="Order")
+    message.field.add(name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64,
+                      label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    message.field.add(name="item", number=2,
+                      type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                      label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_serializer_round_trip_through_broker(
+    registry: RegistryProcess, broker: Any, topic_name: str
+) -> None:
+    from confluent_kafka.schema_registry.protobuf import (
+        ProtobufDeserializer,
+        ProtobufSerializer,
+    )
+
+    order_class = _order_message_class()
+    client = SchemaRegistryClient({"url": registry.url})
+    serializer = ProtobufSerializer(order_class, client, {"use.deprecated.format": False})
+    deserializer = ProtobufDeserializer(order_class, {"use.deprecated.format": False})
+    orders = [order_class(id=i, item=f"thing-{i}") for i in range(3)]
+    received = _round_trip(broker, topic_name, serializer, deserializer, orders)
+    assert [(o.id, o.item) for o in received] == [(o.id, o.item) for o in orders]
+    assert client.get_latest_version(f"{topic_name}-value").schema.schema_type == "PROTOBUF"
+
+
+def test_protobuf_compatibility_over_http(http: httpx.Client, subject: str) -> None:
+    v1 = 'syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; string item = 2; }\n'
+    v2 = 'syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; string item = 2; ' \
+         'bool paid = 3; }\n'
+    bad = 'syntax = "proto3";\npackage shop;\nmessage Order { string id = 1; }\n'
+    assert register(http, subject, v1, schemaType="PROTOBUF").status_code == 200
+    assert register(http, subject, v2, schemaType="PROTOBUF").status_code == 200
+    body = assert_error(register(http, subject, bad, schemaType="PROTOBUF"), 409, 409)
+    assert "FIELD_SCALAR_KIND_CHANGED" in body["message"]
+    assert_error(register(http, subject, "message {", schemaType="PROTOBUF"), 422, 42201)
+    assert http.get(f"/subjects/{subject}/versions/2").json()["schema"] == v2.strip()
+    assert http.get("/schemas/types").json() == ["AVRO", "JSON", "PROTOBUF"]

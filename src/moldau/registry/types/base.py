@@ -54,8 +54,9 @@ class SchemaFormat(Protocol):
 def _formats() -> dict[str, SchemaFormat]:
     from .avro import AVRO
     from .json_schema import JSON_SCHEMA
+    from .protobuf import PROTOBUF
 
-    return {f.name: f for f in (AVRO, JSON_SCHEMA)}
+    return {f.name: f for f in (AVRO, JSON_SCHEMA, PROTOBUF)}
 
 
 _FORMATS: dict[str, SchemaFormat] = {}
