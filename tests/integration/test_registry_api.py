@@ -399,3 +399,26 @@ def test_protobuf_compatibility_over_http(http: httpx.Client, subject: str) -> N
     assert_error(register(http, subject, "message {", schemaType="PROTOBUF"), 422, 42201)
     assert http.get(f"/subjects/{subject}/versions/2").json()["schema"] == v2.strip()
     assert http.get("/schemas/types").json() == ["AVRO", "JSON", "PROTOBUF"]
+
+
+def test_import_mode_keeps_given_ids(http: httpx.Client, subject: str) -> None:
+    # Not in IMPORT mode: an id in the request is refused.
+    assert_error(register(http, subject, USER_V1, id=90001), 422, 42205)
+    assert http.put(f"/mode/{subject}", json={"mode": "IMPORT"}).json() == {"mode": "IMPORT"}
+    answer = register(http, subject, USER_V1, id=90001, version=3)
+    assert answer.json() == {"id": 90001}
+    assert http.get(f"/subjects/{subject}/versions/3").json()["id"] == 90001
+    # Another schema under a taken id is refused.
+    assert_error(register(http, subject, USER_V2, id=90001), 422, 42205)
+    http.delete(f"/mode/{subject}")
+    # Ids given later continue after the imported one.
+    assert register(http, f"after-{subject}", json.dumps({"type": "fixed", "name": "F",
+                                                          "size": 3})).json()["id"] > 90001
+
+
+def test_context_qualified_subjects(http: httpx.Client, subject: str) -> None:
+    qualified = f":.tenant:{subject}"
+    schema_id = register(http, qualified, USER_V1).json()["id"]
+    assert http.get(f"/subjects/{qualified}/versions/latest").json()["id"] == schema_id
+    assert qualified in http.get("/subjects", params={"subjectPrefix": ":.tenant:"}).json()
+    assert http.get("/contexts").json() == ["."]
