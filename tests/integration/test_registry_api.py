@@ -154,6 +154,10 @@ def test_not_found_and_invalid_errors(http: httpx.Client, subject: str) -> None:
     assert_error(register(http, subject, ""), 422, 42201)
     assert_error(http.put("/config/x", json={"compatibility": "SIDEWAYS"}), 422, 42203)
     assert_error(http.get("/no/such/path"), 404, 404)
+    assert_error(http.post(f"/subjects/{subject}/versions", content=b"{oops"), 400, 400)
+    assert_error(http.post(f"/subjects/{subject}/versions", json=["a list"]), 422, 42201)
+    assert_error(register(http, subject, USER_V1, references=[{"name": "x"}]), 422, 42201)
+    assert_error(http.put("/mode", json={}), 422, 42204)
     with pytest.raises(SchemaRegistryError) as caught:
         SchemaRegistryClient({"url": str(http.base_url)}).get_latest_version(f"nobody-{subject}")
     assert caught.value.error_code == 40401

@@ -36,6 +36,14 @@ async def _http_error(_request: Request, exc: Exception) -> Response:
                          f"{exc.detail}"}, status_code=exc.status_code)
 
 
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    """A bug or an unreachable broker: logged with its traceback, answered as Confluent
+    answers internal errors, and the process keeps serving."""
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return RegistryJSON({"error_code": 500, "message": f"Internal server error: {exc}"},
+                        status_code=500)
+
+
 async def _root(_request: Request) -> Response:
     return RegistryJSON({})
 
@@ -69,5 +77,6 @@ def build_app(client_config: dict[str, Any], my_url: str, group_id: str = "schem
     return Starlette(
         routes=routes,
         lifespan=lifespan,
-        exception_handlers={errors.RegistryError: _registry_error, HTTPException: _http_error},
+        exception_handlers={errors.RegistryError: _registry_error, HTTPException: _http_error,
+                            Exception: _unexpected},
     )
