@@ -406,10 +406,14 @@ def test_protobuf_compatibility_over_http(http: httpx.Client, subject: str) -> N
 
 
 def test_import_mode_keeps_given_ids(http: httpx.Client, subject: str) -> None:
+    imported = record("Imported", {"name": "a", "type": "int"})
     # Not in IMPORT mode: an id in the request is refused.
-    assert_error(register(http, subject, USER_V1, id=90001), 422, 42205)
+    assert_error(register(http, subject, imported, id=90001), 422, 42205)
     assert http.put(f"/mode/{subject}", json={"mode": "IMPORT"}).json() == {"mode": "IMPORT"}
-    answer = register(http, subject, USER_V1, id=90001, version=3)
+    # A schema this registry already gave an id keeps that id.
+    register(http, f"earlier-{subject}", USER_V1)
+    assert_error(register(http, subject, USER_V1, id=90002), 422, 42205)
+    answer = register(http, subject, imported, id=90001, version=3)
     assert answer.json() == {"id": 90001}
     assert http.get(f"/subjects/{subject}/versions/3").json()["id"] == 90001
     # Another schema under a taken id is refused.
