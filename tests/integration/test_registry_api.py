@@ -430,3 +430,34 @@ def test_context_qualified_subjects(http: httpx.Client, subject: str) -> None:
     assert http.get(f"/subjects/{qualified}/versions/latest").json()["id"] == schema_id
     assert qualified in http.get("/subjects", params={"subjectPrefix": ":.tenant:"}).json()
     assert http.get("/contexts").json() == ["."]
+
+
+def test_protobuf_text_schema_served_serialized(
+    registry: RegistryProcess, broker: Any, topic_name: str
+) -> None:
+    """A schema registered as .proto text (as curl or the Java client would) decodes
+    records for confluent-kafka's ProtobufDeserializer, which asks for it serialized."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+
+    text = ('syntax = "proto3";\npackage shop;\n'
+            "message Order { int64 id = 1; string item = 2; map<string, int32> counts = 3;\n"
+            "  optional string note = 4; Kind kind = 5; enum Kind { NEW = 0; PAID = 1; } }\n")
+    client = SchemaRegistryClient({"url": registry.url})
+    schema_id = client.register_schema(f"{topic_name}-value", Schema(text, "PROTOBUF"))
+    with httpx.Client(base_url=registry.url) as http:
+        assert http.get(f"/schemas/ids/{schema_id}").json()["schema"] == text.strip()
+    from confluent_kafka.schema_registry.common.protobuf import _str_to_proto
+    from google.protobuf import descriptor_pool, message_factory
+
+    served = client.get_schema(schema_id, fmt="serialized").schema_str
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(_str_to_proto("order.proto", served))
+    order_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    order = order_class(id=7, item="book", note="gift", kind=1)
+    order.counts["pages"] = 300
+    # Confluent's framing: magic byte, schema id, message indexes ([0] as one zero byte).
+    framed = b"\x00" + schema_id.to_bytes(4, "big") + b"\x00" + order.SerializeToString()
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    decoded = ProtobufDeserializer(order_class, {"use.deprecated.format": False})(framed, context)
+    assert (decoded.id, decoded.item, decoded.note, decoded.kind) == (7, "book", "gift", 1)
+    assert dict(decoded.counts) == {"pages": 300}

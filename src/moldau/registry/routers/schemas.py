@@ -20,7 +20,7 @@ async def get_schema(request: Request) -> Response:
     # A dictionary look-up under the store's lock: answered on the event loop, the hot
     # read of every deserializer.
     version = registry_of(request).schema_by_id(_schema_id(request))
-    return RegistryJSON(schema_fields(version))
+    return RegistryJSON(schema_fields(version, request.query_params.get("format")))
 
 
 async def get_schema_text(request: Request) -> Response:

@@ -44,13 +44,16 @@ async def lookup(request: Request) -> Response:
     registry, subject = registry_of(request), request.path_params["subject"]
     body = await json_body(request)
     normalize, deleted = flag(request, "normalize"), flag(request, "deleted")
-    return await read(lambda: version_view(registry.lookup(subject, body, normalize, deleted)))
+    fmt = request.query_params.get("format")
+    return await read(lambda: version_view(registry.lookup(subject, body, normalize, deleted),
+                                           fmt))
 
 
 async def get_version(request: Request) -> Response:
     registry, subject = registry_of(request), request.path_params["subject"]
     version, deleted = request.path_params["version"], flag(request, "deleted")
-    return await read(lambda: version_view(registry.get_version(subject, version, deleted)))
+    fmt = request.query_params.get("format")
+    return await read(lambda: version_view(registry.get_version(subject, version, deleted), fmt))
 
 
 async def get_version_text(request: Request) -> Response:

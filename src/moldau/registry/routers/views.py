@@ -11,8 +11,14 @@ from ..records import SchemaVersion
 T = TypeVar("T")
 
 
-def schema_fields(version: SchemaVersion) -> dict[str, Any]:
-    body: dict[str, Any] = {"schema": version.schema}
+def schema_fields(version: SchemaVersion, fmt: str | None = None) -> dict[str, Any]:
+    """``fmt="serialized"`` turns a Protobuf schema into a base64 FileDescriptorProto."""
+    text = version.schema
+    if fmt == "serialized" and version.schema_type == "PROTOBUF":
+        from ..types.protobuf import serialized
+
+        text = serialized(text)
+    body: dict[str, Any] = {"schema": text}
     if version.schema_type != "AVRO":
         body["schemaType"] = version.schema_type
     if version.references:
@@ -20,9 +26,9 @@ def schema_fields(version: SchemaVersion) -> dict[str, Any]:
     return body
 
 
-def version_view(version: SchemaVersion) -> dict[str, Any]:
+def version_view(version: SchemaVersion, fmt: str | None = None) -> dict[str, Any]:
     return {"subject": version.subject, "version": version.version,
-            "id": version.schema_id, **schema_fields(version)}
+            "id": version.schema_id, **schema_fields(version, fmt)}
 
 
 def page(request: Request, items: list[T]) -> list[T]:

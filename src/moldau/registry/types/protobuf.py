@@ -18,14 +18,16 @@ field number by field number, because the number is what the wire carries:
   skipped), except a removed proto2 ``required`` field or an added one
   (REQUIRED_FIELD_ADDED / REQUIRED_FIELD_REMOVED).
 
-The stored text is the schema as sent; a base64 descriptor is returned as sent, which is
-what the Python client's deserializer asks for (``format=serialized``).
+The stored text is the schema as sent. Asked with ``format=serialized`` (what the Python
+client's deserializer does), a schema registered as text is returned as a base64
+``FileDescriptorProto`` built from it (proto_descriptor.py); a base64 one as sent.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,7 @@ from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
 from .base import InvalidSchemaError, ParsedSchema
+from .proto_descriptor import file_descriptor
 
 WIRE_GROUPS = {
     "int32": "varint", "uint32": "varint", "int64": "varint", "uint64": "varint",
@@ -100,6 +103,15 @@ class ProtobufFormat:
 
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         return _compare(reader.parsed, writer.parsed)
+
+
+@functools.lru_cache(maxsize=1024)
+def serialized(text: str) -> str:
+    """The schema as a base64 ``FileDescriptorProto`` (``format=serialized``)."""
+    if _looks_base64(text):
+        return text.strip()
+    tree = Parser(setup_lexer=_raise_on_errors, setup_parser=_raise_on_errors).parse(text)
+    return base64.b64encode(file_descriptor(tree).SerializeToString()).decode("ascii")
 
 
 def _looks_base64(text: str) -> bool:
