@@ -74,6 +74,20 @@ class RegistryProcess:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def kill9(self) -> None:
+        """SIGKILL: the process cannot leave the election group; the broker notices only
+        when its session times out."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def is_primary(self) -> bool:
+        """From its log: the last election line says whether it holds the primary role."""
+        lines = [line for line in self.log_text().splitlines() if "primary" in line
+                 and "moldau.registry.election" in line]
+        return bool(lines) and lines[-1].endswith("is the primary")
+
     def stop(self, timeout: float = 15.0) -> None:
         if self._proc is not None:
             terminate(self._proc, timeout)

@@ -168,6 +168,7 @@ def test_not_found_and_invalid_errors(http: httpx.Client, subject: str) -> None:
 def test_soft_and_permanent_delete(http: httpx.Client, subject: str) -> None:
     first = register(http, subject, USER_V1).json()["id"]
     register(http, subject, USER_V2)
+    http.put(f"/config/{subject}", json={"compatibility": "NONE"})
     # Permanent only after soft, as Confluent.
     assert_error(http.delete(f"/subjects/{subject}?permanent=true"), 404, 40405)
     assert_error(http.delete(f"/subjects/{subject}/versions/1?permanent=true"), 404, 40407)
@@ -183,8 +184,10 @@ def test_soft_and_permanent_delete(http: httpx.Client, subject: str) -> None:
     assert http.get(f"/subjects/{subject}/versions/1?deleted=true").json()["id"] == first
     # Deserializers still need soft-deleted schemas by id.
     assert http.get(f"/schemas/ids/{first}").status_code == 200
+    assert http.get(f"/config/{subject}").json() == {"compatibilityLevel": "NONE"}
     assert http.delete(f"/subjects/{subject}?permanent=true").json() == [1, 2]
     assert subject not in http.get("/subjects?deleted=true").json()
+    assert_error(http.get(f"/config/{subject}"), 404, 40408)  # gone with the subject
     assert_error(http.get(f"/subjects/{subject}/versions?deleted=true"), 404, 40401)
     # A new registration starts the subject again at version 1 and keeps the schema's id.
     assert register(http, subject, USER_V1).json()["id"] == first

@@ -115,6 +115,37 @@ def test_two_processes_agree_and_fail_over(broker: Any, tmp_path: Path) -> None:
         two.stop()
 
 
+def test_primary_killed_hands_over(broker: Any, tmp_path: Path) -> None:
+    """kill -9 of the primary: the other process takes over after the group's session
+    timeout (6 s) and keeps the ids going, with nothing written before lost."""
+    one, two = _pair(broker, tmp_path, 2)
+    one.start()
+    two.start()
+    try:
+        first = httpx.post(f"{two.url}/subjects/k/versions", json={"schema": SCHEMA},
+                           timeout=30).json()["id"]
+        primary, other = (one, two) if one.is_primary() else (two, one)
+        assert primary.is_primary() and not other.is_primary()
+        primary.kill9()
+        deadline = time.monotonic() + 45
+        answer = None
+        while time.monotonic() < deadline:
+            answer = httpx.post(f"{other.url}/subjects/k2/versions",
+                                json={"schema": SCHEMA_V2}, timeout=30)
+            if answer.status_code == 200:
+                break
+            # Until the session times out, writes are forwarded to the dead primary.
+            assert answer.json()["error_code"] == 50003, answer.text
+            time.sleep(0.5)
+        assert answer is not None and answer.status_code == 200, answer and answer.text
+        assert answer.json()["id"] > first
+        assert other.is_primary()
+        assert httpx.get(f"{other.url}/subjects/k/versions/1").json()["id"] == first
+    finally:
+        one.stop()
+        two.stop()
+
+
 @pytest.mark.parametrize("listen", ["nope", "127.0.0.1:99999"])
 def test_bad_listen_is_one_line(listen: str, broker: Any) -> None:
     result = run_moldau("registry", "-b", broker.bootstrap, "--listen", listen)

@@ -342,8 +342,15 @@ class Registry:
                         "deleted",
                     )
                 self._check_not_referenced(subject, everything)
-                self.store.write([(records.schema_key(subject, v.version), None)
-                                  for v in everything])
+                batch: list[tuple[bytes, bytes | None]] = [
+                    (records.schema_key(subject, v.version), None) for v in everything]
+                # As Confluent: a subject deleted for good loses its own config and mode.
+                with self.store.reading() as state:
+                    if subject in state.configs:
+                        batch.append((records.config_key(subject), None))
+                    if subject in state.modes:
+                        batch.append((records.mode_key(subject), None))
+                self.store.write(batch)
                 return [v.version for v in everything]
             if not live:
                 raise errors.RegistryError(
