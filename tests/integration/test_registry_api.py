@@ -464,3 +464,63 @@ def test_protobuf_text_schema_served_serialized(
     decoded = ProtobufDeserializer(order_class, {"use.deprecated.format": False})(framed, context)
     assert (decoded.id, decoded.item, decoded.note, decoded.kind) == (7, "book", "gift", 1)
     assert dict(decoded.counts) == {"pages": 300}
+
+
+def test_confluent_client_methods(http: httpx.Client, subject: str) -> None:
+    """The SchemaRegistryClient calls a registry user makes, parsed by the client itself."""
+    client = SchemaRegistryClient({"url": str(http.base_url)})
+    first = client.register_schema(subject, Schema(USER_V1, "AVRO"))
+    second = client.register_schema(subject, Schema(USER_V2, "AVRO"))
+    assert client.get_versions(subject) == [1, 2]
+    assert client.get_version(subject, 1).schema_id == first
+    assert client.get_schema(second).schema_type == "AVRO"
+    assert set(client.get_schema_types()) == {"AVRO", "JSON", "PROTOBUF"}
+    assert subject in client.get_subjects_by_schema_id(first)
+    assert any(v.subject == subject and v.version == 1
+               for v in client.get_schema_versions(first))
+    assert client.test_compatibility(subject, Schema(USER_V2, "AVRO")) is True
+    assert client.test_compatibility(subject, Schema(USER_NO_DEFAULT, "AVRO")) is False
+    assert client.test_compatibility_all_versions(subject, Schema(USER_V2, "AVRO")) is True
+    client.set_compatibility(subject, "FORWARD_TRANSITIVE")
+    assert client.get_compatibility(subject) == "FORWARD_TRANSITIVE"
+    assert client.get_config(subject).compatibility_level.value == "FORWARD_TRANSITIVE"
+    client.delete_config(subject)
+    assert client.update_mode(subject, "READONLY") == "READONLY"
+    assert client.get_mode(subject) == "READONLY"
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema(subject, Schema(record("User", {"name": "x", "type": "int",
+                                                               "default": 1}), "AVRO"))
+    assert refused.value.error_code == 42205
+    client.delete_mode(subject)
+    assert client.get_global_mode() == "READWRITE"
+    assert client.get_contexts() == ["."]
+    assert client.delete_version(subject, 1) == 1
+    assert client.delete_version(subject, 1, permanent=True) == 1
+    assert client.delete_subject(subject) == [2]
+    assert client.delete_subject(subject, permanent=True) == [2]
+    with pytest.raises(SchemaRegistryError) as gone:
+        client.get_versions(subject)
+    assert gone.value.error_code == 40401
+
+
+@pytest.mark.parametrize("schema_type", ["JSON", "PROTOBUF"])
+@pytest.mark.parametrize("level", ["FORWARD", "FULL", "BACKWARD_TRANSITIVE"])
+def test_levels_for_json_and_protobuf(
+    http: httpx.Client, subject: str, schema_type: str, level: str
+) -> None:
+    """A change each level must refuse, with Confluent's 409 body, for JSON and Protobuf."""
+    if schema_type == "JSON":
+        old = json.dumps({"type": "object", "properties": {"a": {"type": "string"}},
+                          "additionalProperties": False})
+        # A property changes type: neither schema accepts the other's documents.
+        new = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}},
+                          "additionalProperties": False})
+    else:
+        old = 'syntax = "proto3";\nmessage M { int64 a = 1; }\n'
+        new = 'syntax = "proto3";\nmessage M { string a = 1; }\n'
+    http.put(f"/config/{subject}", json={"compatibility": level})
+    assert register(http, subject, old, schemaType=schema_type).status_code == 200
+    body = assert_error(register(http, subject, new, schemaType=schema_type), 409, 409)
+    assert f"{{compatibility: '{level}'}}" in body["message"]
+    http.put(f"/config/{subject}", json={"compatibility": "NONE"})
+    assert register(http, subject, new, schemaType=schema_type).status_code == 200
