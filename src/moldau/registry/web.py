@@ -88,5 +88,9 @@ async def write(request: Request, fn: Callable[[], Any]) -> Response:
             500, errors.FORWARDING_ERROR,
             f"Error while forwarding the request to the primary {primary}: {exc}",
         ) from exc
+    if answer.is_success:
+        # Read-your-write here too: the primary has applied the write; wait until this
+        # process's reader has as well, so the caller's next read here sees it.
+        await run_in_threadpool(registry_of(request).store.catch_up)
     return Response(answer.content, status_code=answer.status_code,
                     media_type=answer.headers.get("content-type", MEDIA_TYPE))
