@@ -17,14 +17,21 @@ BENCH_ARGS ?=
 # namespaces of the partition tests).
 APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables
 
+# `make run REGISTRY=1`: also a Schema Registry (moldau registry) on 127.0.0.1:REGISTRY_PORT,
+# started once the broker listens and stopped with it by Ctrl-C.
+REGISTRY ?=
+REGISTRY_PORT ?= 8081
+REGISTRY_STAMP := $(VENV)/.stamp-registry
+
 # `make fuzz`: the long wire-fuzz run (tests/fuzz); figures are printed as JSON at the end.
 FUZZ_FRAMES ?= 1000000
 FUZZ_SECONDS ?= 3600
 FUZZ_SEED ?= 1
 
-.PHONY: run test test-long-faults lint bench fuzz pipeline verify verify-txn apt-deps clean-venv
+.PHONY: run registry-after-broker test test-long-faults lint bench fuzz pipeline verify verify-txn apt-deps clean-venv
 
-run: $(RUN_STAMP)
+run: $(RUN_STAMP) $(if $(REGISTRY),$(REGISTRY_STAMP))
+	@if [ -n "$(REGISTRY)" ]; then $(MAKE) --no-print-directory registry-after-broker & fi
 	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA)
 
 test: $(TEST_STAMP) apt-deps
@@ -102,6 +109,15 @@ $(BIN)/python:
 	  else echo "hint: $(PYTHON) cannot create virtualenvs; install python3-venv (sudo apt-get install python3-venv)" >&2; exit 1; fi; \
 	fi
 	$(PYTHON) -m venv $(VENV)
+
+# The registry of `make run REGISTRY=1`: waits (bounded) for the broker's port, then runs.
+registry-after-broker:
+	@for i in $$(seq 300); do $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', $(PORT)), 1)" 2>/dev/null && break; sleep 0.2; done
+	$(BIN)/moldau registry -b 127.0.0.1:$(PORT) --listen 127.0.0.1:$(REGISTRY_PORT)
+
+$(REGISTRY_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e '.[registry]'
+	touch $@
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e .

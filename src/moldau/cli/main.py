@@ -15,6 +15,7 @@ from .group import group_group
 from .log_tools import log_group
 from .pipeline import pipeline_group
 from .produce import produce
+from .registry_cmd import registry
 from .topic import topic_group
 from .transaction import transaction_group
 from .verify import verify
@@ -61,6 +62,7 @@ cli.add_command(log_group)
 cli.add_command(verify)
 cli.add_command(cluster_group)
 cli.add_command(transaction_group)
+cli.add_command(registry)
 
 
 def main() -> None:

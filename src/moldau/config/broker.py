@@ -489,6 +489,12 @@ class BrokerConfig:
         return self.zookeeper_session_timeout_ms if value is None else value
 
     @property
+    def schema_registry_urls(self) -> list[str]:
+        """``confluent.schema.registry.url``, split on commas; empty when unset."""
+        value = self._opt_str("confluent.schema.registry.url") or ""
+        return [url.strip().rstrip("/") for url in value.split(",") if url.strip()]
+
+    @property
     def num_partitions(self) -> int:
         return self._int("num.partitions")
 

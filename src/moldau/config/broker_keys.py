@@ -316,6 +316,9 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("producer.id.expiration.check.interval.ms", INT, 600_000, "How often producer "
               "ids idle longer than producer.id.expiration.ms are forgotten.", LOW,
               at_least(1)),
+    ConfigKey("confluent.schema.registry.url", STR, None, "Schema Registry URL(s), comma "
+              "separated, that topics with confluent.value.schema.validation (or .key.) "
+              "check record schema ids against (Confluent Server's key).", LOW),
     # -- moldau's own (Kafka has no such key) ----------------------------------------------
     ConfigKey("moldau.loop.stall.warn.ms", INT, 1000, "moldau only: log a warning naming the "
               "request being handled whenever the event loop stalls longer than this (0: off).",

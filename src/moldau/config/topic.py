@@ -78,6 +78,8 @@ class EffectiveTopicConfig:
 
     cleanup_policy: tuple[str, ...]
     compression_type: str
+    confluent_key_schema_validation: bool
+    confluent_value_schema_validation: bool
     delete_retention_ms: int
     file_delete_delay_ms: int
     flush_messages: int

@@ -59,6 +59,12 @@ TOPIC_KEYS: dict[str, ConfigKey] = index_keys(
         ConfigKey("cleanup.policy", LIST, ("delete",), "What happens to old segments: 'delete' "
                   "drops them past retention, 'compact' keeps the last record per key.",
                   validator=ListOf(CLEANUP_POLICIES)),
+        ConfigKey("confluent.key.schema.validation", BOOL, False, "Refuse records whose key "
+                  "does not start with the id of a schema known to the Schema Registry at "
+                  "confluent.schema.registry.url (Confluent Server's key)."),
+        ConfigKey("confluent.value.schema.validation", BOOL, False, "Refuse records whose "
+                  "value does not start with the id of a schema known to the Schema Registry "
+                  "at confluent.schema.registry.url (Confluent Server's key)."),
         ConfigKey("compression.type", STR, "producer", "Codec batches are stored with; "
                   "'producer' keeps the producer's choice.", validator=OneOf(COMPRESSION_TYPES)),
         ConfigKey("delete.retention.ms", LONG, 86_400_000, "How long tombstones survive "

@@ -43,6 +43,10 @@ class LogConfig:
     #: Not used by the log itself; carried here because it is a topic config the produce path
     #: needs next to the others.
     min_insync_replicas: int = 1
+    #: Not used by the log either: the produce handler checks records' schema ids against
+    #: the Schema Registry for topics that turn these on (broker/schema_validation.py).
+    confluent_key_schema_validation: bool = False
+    confluent_value_schema_validation: bool = False
     #: How long a tombstone outlives the clean that first compacted it (see compactor.py).
     delete_retention_ms: int = 86400000
     #: Dirty share of a compacted log at which the cleaner rewrites it.

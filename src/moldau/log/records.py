@@ -432,3 +432,27 @@ def null_key_indexes(batch: bytes | memoryview) -> list[int]:
     if pos != size:
         raise CorruptRecordError(f"{size - pos} bytes left after {header.records_count} records")
     return found
+
+
+def key_value_heads(batch: bytes | memoryview, width: int) -> list[tuple[bytes | None,
+                                                                        bytes | None]]:
+    """The first ``width`` bytes of each record's key and value (None when null), in batch
+    order. Raises CorruptRecordError when the records do not frame.
+
+    For topics that check schema ids (``confluent.*.schema.validation``) only: the Schema
+    Registry's wire format puts a magic byte and a 4-byte schema id first.
+    """
+    header, records = _open_batch(batch)
+    heads: list[tuple[bytes | None, bytes | None]] = []
+    for _start, end, pos, _offset, _timestamp in _walk(header, records):
+        key_length, pos = _read_varint(records, pos, _MAX_VARINT_BYTES)
+        key = None
+        if key_length >= 0:
+            key = bytes(records[pos : pos + min(key_length, width)])
+            pos += key_length
+        value_length, pos = _read_varint(records, pos, _MAX_VARINT_BYTES)
+        if pos > end or (value_length > 0 and pos + value_length > end):
+            raise CorruptRecordError("record key or value overruns the record length")
+        value = None if value_length < 0 else bytes(records[pos : pos + min(value_length, width)])
+        heads.append((key, value))
+    return heads

@@ -40,6 +40,7 @@ from ...replica import Partition, ReplicaError
 from ..broker import Broker, RequestContext, now_ms
 from ..errors import ApiError
 from ..response import Deferred
+from ..schema_validation import validator_for
 from ..test_faults import ProduceResponseDropper
 from ..topic_names import INTERNAL_TOPICS
 from ..txn_verification import (
@@ -236,6 +237,20 @@ async def _verify_transactional(ctx: RequestContext, request: Any
     return refused, {k: c for k, c in candidates.items() if k not in refused}
 
 
+async def _schema_refusal(ctx: RequestContext, partition: Partition, records: Any
+                          ) -> tuple[str, tuple[tuple[int, str], ...]] | None:
+    """Why a topic with ``confluent.*.schema.validation`` refuses the batch, if it does."""
+    config = partition.config
+    invalid = await validator_for(ctx.broker).invalid_records(
+        records, keys=config.confluent_key_schema_validation,
+        values=config.confluent_value_schema_validation)
+    if not invalid:
+        return None
+    message = (f"{len(invalid)} record(s) failed schema validation on the broker: "
+               f"{invalid[0][1]}")
+    return message, tuple(invalid)
+
+
 async def handle(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     broker = ctx.broker
@@ -278,6 +293,16 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                     # Only during a controlled shutdown: no coroutine per partition otherwise.
                     await _wait_for_handover(partition.handover)
                     partition = broker.partition(name, p.index)  # may be gone meanwhile
+                if partition is not None and p.records is not None and (
+                        partition.config.confluent_value_schema_validation
+                        or partition.config.confluent_key_schema_validation):
+                    invalid = await _schema_refusal(ctx, partition, p.records)
+                    if invalid is not None:
+                        entries.append(_partition_response(
+                            m, p.index, ErrorCode.invalid_record, invalid[0],
+                            record_errors=invalid[1]))
+                        continue
+                    partition = broker.partition(name, p.index)  # may have moved meanwhile
                 if verified and (name, p.index) in verified:
                     # No await from here to the append: nothing can end the transaction
                     # between this check and the write.

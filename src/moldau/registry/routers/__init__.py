@@ -1,0 +1,1 @@
+"""One module per resource of Confluent's API, each exporting ``routes``."""
