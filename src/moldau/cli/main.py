@@ -9,12 +9,14 @@ from .. import __version__
 from .broker_cmd import broker
 from .cluster import cluster_group
 from .configs import config_group
+from .console_cmd import console
 from .consume import consume
 from .errors import ErrorReportingGroup
 from .group import group_group
 from .log_tools import log_group
 from .pipeline import pipeline_group
 from .produce import produce
+from .top import top
 from .topic import topic_group
 from .transaction import transaction_group
 from .verify import verify
@@ -61,6 +63,8 @@ cli.add_command(log_group)
 cli.add_command(verify)
 cli.add_command(cluster_group)
 cli.add_command(transaction_group)
+cli.add_command(console)
+cli.add_command(top)
 
 
 def main() -> None:

@@ -1,0 +1,65 @@
+"""``moldau console``: serve the web console for a cluster (needs the ``console`` extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+from confluent_kafka.admin import AdminClient
+
+from .connection import Connection, connection_options
+from .errors import CliError
+
+
+def _listen_address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CliError(f"invalid --listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9021")
+    return host.strip("[]"), int(port)
+
+
+@click.command("console")
+@click.option("--listen", default="127.0.0.1:9021", show_default=True, metavar="HOST:PORT",
+              help="Where the console's HTTP server listens.")
+@click.option("--sample-interval", type=click.FloatRange(min=0.2), default=2.0,
+              show_default=True, metavar="SECONDS",
+              help="How often end offsets are sampled for the throughput charts.")
+@connection_options
+def console(conn: Connection, listen: str, sample_interval: float) -> None:
+    """Serve the web console: cluster, topics, messages, consumer groups, throughput.
+
+    It is a Kafka client of the cluster at --bootstrap-server, like every moldau command;
+    open http://HOST:PORT/ in a browser.
+    """
+    host, port = _listen_address(listen)
+    try:
+        import uvicorn
+
+        from ..console.app import create_app
+    except ImportError as exc:
+        raise CliError(f"the web console needs the console extra ({exc.name} is missing): "
+                       "pip install 'moldau[console]'") from None
+    from ..console.throughput import History, Sampler
+
+    history = History()
+    app = create_app(conn, history)
+    admin = _lazy_admin(conn)
+    sampler = Sampler(conn, admin, history, sample_interval).start()
+    click.echo(f"moldau console on http://{host}:{port}/ for {conn.bootstrap}", err=True)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        sampler.stop()
+
+
+def _lazy_admin(conn: Connection) -> Callable[[], AdminClient]:
+    """The sampler's own AdminClient, made when the broker first answers."""
+    made: list[AdminClient] = []
+
+    def admin() -> AdminClient:
+        if not made:
+            conn.check_reachable()
+            made.append(AdminClient(conn.client_config(**{"client.id": "moldau-console"})))
+        return made[0]
+
+    return admin
