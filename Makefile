@@ -15,7 +15,7 @@ BENCH_ARGS ?=
 # Spark and PostgreSQL stores the activity pipeline's counts in tests/spark; zookeeper is the
 # ZooKeeper server the cluster tests start; iproute2 and nftables build and cut the network
 # namespaces of the partition tests).
-APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables
+APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables chromium chromium-driver
 
 # `make fuzz`: the long wire-fuzz run (tests/fuzz); figures are printed as JSON at the end.
 FUZZ_FRAMES ?= 1000000
