@@ -17,17 +17,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.helpers import chromium, free_port, moldau_executable, run_moldau, unique_topic_name
-
-pytest.importorskip("selenium", reason="selenium is in the test extra: pip install -e '.[test]'")
-
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 BASE_TIME_MS = 1_700_000_000_000  # the records' CreateTime: 2023-11-14T22:13:20Z onwards
@@ -204,7 +202,7 @@ def test_message_browser_by_offset(browser: Any, console: str, data: Data) -> No
     rows = _browse(browser, console, data.topic, partition="0", offset="3")
     _shot(browser, "messages-offset")
     assert [row[0] for row in rows] == ["3", "4"]
-    offset, timestamp, key, value, headers = rows[0]
+    _, timestamp, key, value, headers = rows[0]
     assert key == "key-3"
     assert '"word": "value-3"' in value  # decoded as JSON, pretty-printed
     assert headers == "trace=id-3"
@@ -290,6 +288,16 @@ def test_bad_input_shows_one_clear_message(browser: Any, console: str, data: Dat
         "retention.ms: Not a number of type LONG (INVALID_CONFIG)")
     _open(browser, console + "/")  # and the console keeps serving
     assert _text(browser, "broker-count") == "1"
+
+
+def test_a_form_posted_from_another_site_is_refused(console: str, data: Data) -> None:
+    """A page elsewhere cannot make a person's browser delete a topic through the console."""
+    answer = httpx.post(f"{console}/topics/{data.topic}/delete",
+                        data={"confirm": "yes", "typed": data.topic},
+                        headers={"Origin": "http://evil.example"}, timeout=30)
+    assert answer.status_code == 403
+    assert "refused a form posted from http://evil.example" in answer.text
+    assert data.topic in _user_topics(data.admin)
 
 
 def test_live_page_charts_a_topic_being_written(browser: Any, console: str, data: Data) -> None:

@@ -14,12 +14,13 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -75,6 +76,23 @@ def _int(form: Mapping[str, Any], name: str, label: str, *,
     return value
 
 
+class CrossSiteRequest(CliError):
+    """A form posted from another site's page: refused before anything is read or done."""
+
+
+async def _posted(request: Request) -> FormData:
+    """The posted form, if it came from the console's own pages.
+
+    Browsers send ``Origin`` with every cross-site POST; without this check any web page a
+    person opens could post "delete topic X, confirmed" to a console on their localhost.
+    """
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        raise CrossSiteRequest(f"refused a form posted from {origin}: the console only "
+                               "accepts its own forms")
+    return await request.form()
+
+
 def create_app(conn: Connection, history: History | None = None) -> Starlette:
     """The ASGI app for one cluster; ``history`` is fed by a sampler the caller runs."""
     cluster = Cluster(conn)
@@ -108,7 +126,7 @@ def create_app(conn: Connection, history: History | None = None) -> Starlette:
         return page(request, "topic_new.html", form={})
 
     async def topic_create(request: Request) -> Response:
-        form = await request.form()
+        form = await _posted(request)
         name = str(form.get("name") or "").strip()
         if not name:
             raise CliError("a topic needs a name")
@@ -135,7 +153,7 @@ def create_app(conn: Connection, history: History | None = None) -> Starlette:
 
     async def topic_config(request: Request) -> Response:
         name = request.path_params["name"]
-        form = await request.form()
+        form = await _posted(request)
         key = str(form.get("key") or "").strip()
         value = str(form.get("value") or "").strip()
         reset = form.get("reset") == "yes"
@@ -154,7 +172,7 @@ def create_app(conn: Connection, history: History | None = None) -> Starlette:
 
     async def topic_delete(request: Request) -> Response:
         name = request.path_params["name"]
-        form = await request.form()
+        form = await _posted(request)
         if form.get("confirm") != "yes":
             await call(queries.topic_detail, name, all_configs=False)  # exists?
             return page(request, "delete_confirm.html", name=name)
@@ -193,7 +211,7 @@ def create_app(conn: Connection, history: History | None = None) -> Starlette:
 
     async def group_reset(request: Request) -> Response:
         group_id = request.path_params["group"]
-        form = await request.form()
+        form = await _posted(request)
         how = str(form.get("strategy") or "")
         target = str(form.get("target") or "").strip()
         if not str(form.get("topic") or "").strip():
@@ -234,6 +252,7 @@ def create_app(conn: Connection, history: History | None = None) -> Starlette:
 
     async def cli_error(request: Request, exc: Exception) -> Response:
         status = 404 if isinstance(exc, TopicMissing) or "does not exist" in str(exc) else 400
+        status = 403 if isinstance(exc, CrossSiteRequest) else status
         message = exc.format_message() if isinstance(exc, CliError) else str(exc)
         return page(request, "error.html", status=status, message=message)
 
