@@ -8,6 +8,7 @@ the module. Screenshots of every page land in ``test-artifacts/console/``.
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import time
@@ -151,7 +152,9 @@ def test_topics_search_filters(browser: Any, console: str, data: Data) -> None:
     _type(browser, "search", data.topic[-8:].upper())  # the random suffix, any case
     _submit(browser, "search-button")
     _shot(browser, "topics-search")
-    assert _rows(browser, "topics") == [[data.topic, "2", "1", str(RECORDS + 1), "0"]]
+    rows = _rows(browser, "topics")
+    assert [row[:4] + row[5:] for row in rows] == [[data.topic, "2", "1", str(RECORDS + 1), "0"]]
+    assert re.fullmatch(r"\d+ B", rows[0][4]), rows  # six small records, on disk
     assert _text(browser, "topic-summary").startswith("1 topic matching")
 
 
@@ -241,6 +244,13 @@ def test_group_page_shows_members_and_exact_lag(browser: Any, console: str, data
         _open(browser, console + "/groups")
         row = next(r for r in _rows(browser, "groups") if r[0] == data.member_group)
         assert row[1:] == ["Stable", "consumer", "1", "3"]
+        # Kafka resets only groups without members: the dry run already says so.
+        _open(browser, console + f"/groups/{data.member_group}")
+        _type(browser, "reset-topic", data.topic)
+        _submit(browser, "dry-run-button")
+        assert _text(browser, "error") == (
+            f"cannot reset offsets of group '{data.member_group}' while it is active (state "
+            "Stable, 1 member(s)): stop its consumers first, Kafka only resets inactive groups")
     finally:
         consumer.close()
 
@@ -286,6 +296,10 @@ def test_bad_input_shows_one_clear_message(browser: Any, console: str, data: Dat
     assert _text(browser, "error") == (
         f"cannot alter configs of topic '{data.topic}': Invalid value soon for configuration "
         "retention.ms: Not a number of type LONG (INVALID_CONFIG)")
+    _open(browser, console + "/topics/new")
+    _type(browser, "name", data.topic)
+    _submit(browser, "create-button")
+    assert _text(browser, "error") == f"topic '{data.topic}' already exists"
     _open(browser, console + "/")  # and the console keeps serving
     assert _text(browser, "broker-count") == "1"
 
@@ -310,7 +324,12 @@ def test_live_page_charts_a_topic_being_written(browser: Any, console: str, data
             producer.produce(data.topic, value=f"live-{i}", partition=1)
         producer.flush(10)
         time.sleep(0.5)
-        for row in _rows(browser, "rates"):  # refreshed in place by console.js
+        # console.js replaces the table in place: read it in one script call, not cell by
+        # cell, so a refresh between two reads cannot leave a stale element behind.
+        rows = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#rates tbody tr'))"
+            ".map(r => Array.from(r.cells).map(c => c.textContent.trim()));")
+        for row in rows:
             if row and row[0] == data.topic:
                 seen = float(row[1])
     _shot(browser, "live")

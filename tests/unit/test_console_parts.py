@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from moldau.console.charts import bars, sparkline
+from moldau.console.charts import bars, human_size, sparkline
 from moldau.console.decode import decode
 from moldau.console.throughput import History, Sample, rate
 
@@ -43,3 +43,8 @@ def test_charts_are_inline_svg_with_escaped_labels() -> None:
     chart = str(bars([("<t>:0", 5), ("t:1", 0)]))
     assert "&lt;t&gt;:0" in chart and "<t>" not in chart
     assert chart.count("<rect") == 2
+
+
+def test_sizes_read_like_du_h() -> None:
+    assert [human_size(n) for n in (None, 0, 1023, 1024, 1536, 5 * 1024**3, 3 * 1024**4)] == [
+        "-", "0 B", "1023 B", "1.0 KiB", "1.5 KiB", "5.0 GiB", "3.0 TiB"]

@@ -34,7 +34,7 @@ from ..cli.errors import CliError, as_cli_error
 from ..cli.group import Strategy, apply_reset, parse_topic_partitions, plan_reset
 from ..cli.topic import TopicMissing, create_topic, delete_topic
 from . import browser, queries
-from .charts import bars, sparkline
+from .charts import bars, human_size, sparkline
 from .decode import FORMATS
 from .throughput import History
 
@@ -99,6 +99,7 @@ def create_app(conn: Connection, history: History | None = None) -> Starlette:
     rates = history or History()
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(sparkline=sparkline, bars=bars, is_default=is_default,
+                                 size=human_size,
                                  quote=quote, formats=FORMATS)
 
     async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

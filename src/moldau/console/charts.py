@@ -45,3 +45,17 @@ def bars(items: Sequence[tuple[str, int]], width: int = 480, row: int = 20) -> M
         )
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def human_size(size: int | None) -> str:
+    """Bytes as a person reads them (1024-based, like ``du -h``); ``-`` when unknown."""
+    if size is None:
+        return "-"
+    if size < 1024:
+        return f"{size} B"
+    value = size / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"

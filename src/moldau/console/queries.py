@@ -31,6 +31,7 @@ from ..cli.group import (
     protocol_type,
     state_name,
 )
+from ..cli.log_dirs import partition_sizes
 from ..cli.offsets import partition_offsets
 from ..cli.topic import describe_topic, topic_names
 
@@ -82,6 +83,7 @@ class TopicRow:
     partitions: int
     replication: int
     records: int
+    size: int | None  # bytes on disk, None when the brokers did not say
     under_replicated: int
 
 
@@ -100,6 +102,10 @@ def topics(conn: Connection, admin: AdminClient, *, internal: bool, query: str) 
     keys = [(n, p.id) for n, d in described.items() for p in d.partitions]
     earliest = list_offsets(conn, admin, {k: OffsetSpec.earliest() for k in keys}, strict=False)
     latest = list_offsets(conn, admin, {k: OffsetSpec.latest() for k in keys}, strict=False)
+    try:
+        sizes: dict[tuple[str, int], int] | None = partition_sizes(conn, admin)
+    except CliError:
+        sizes = None  # a broker that cannot describe its log dirs costs the column only
     rows = []
     for name, description in described.items():
         parts = description.partitions
@@ -109,6 +115,7 @@ def topics(conn: Connection, admin: AdminClient, *, internal: bool, query: str) 
             replication=len(parts[0].replicas) if parts else 0,
             records=sum(max(0, latest.get((name, p.id), 0) - earliest.get((name, p.id), 0))
                         for p in parts),
+            size=None if sizes is None else sum(sizes.get((name, p.id), 0) for p in parts),
             under_replicated=sum(1 for p in parts if len(p.isr) < len(p.replicas)),
         ))
     return rows
