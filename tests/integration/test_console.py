@@ -158,7 +158,7 @@ def test_topics_search_filters(browser: Any, console: str, data: Data) -> None:
     assert _text(browser, "topic-summary").startswith("1 topic matching")
 
 
-def test_create_topic_through_the_form_with_confirmation(
+def test_create_alter_and_delete_a_topic_through_forms_with_confirmation(
     browser: Any, console: str, data: Data
 ) -> None:
     name = unique_topic_name("console-created")
@@ -178,6 +178,35 @@ def test_create_topic_through_the_form_with_confirmation(
     _open(browser, console + f"/topics?q={name}")
     assert [row[:2] for row in _rows(browser, "topics")] == [[name, "3"]]
     assert len(data.admin.list_topics(name, timeout=10).topics[name].partitions) == 3
+
+    _open(browser, console + f"/topics/{name}")  # alter: grow it to 4 partitions
+    _type(browser, "new-partitions", "4")
+    _submit(browser, "partitions-button")
+    assert _text(browser, "confirm-summary").startswith("3 → 4 partitions.")
+    _submit(browser, "confirm-button")
+    assert _text(browser, "notice") == f"{name} now has 4 partitions."
+    assert len(_rows(browser, "partitions")) == 4
+    _open(browser, console + f"/topics/{name}")
+    _type(browser, "new-partitions", "2")  # Kafka never shrinks a topic
+    _submit(browser, "partitions-button")
+    _submit(browser, "confirm-button")
+    assert "INVALID_PARTITIONS" in _text(browser, "error")
+
+    _open(browser, console + f"/topics/{name}")  # delete: the name must be typed
+    _submit(browser, "delete-button")
+    _type(browser, "typed", "not-the-name")
+    _submit(browser, "confirm-button")
+    assert "nothing was deleted" in _text(browser, "error")
+    assert name in _user_topics(data.admin)
+    _open(browser, console + f"/topics/{name}")
+    _submit(browser, "delete-button")
+    _type(browser, "typed", name)
+    _submit(browser, "confirm-button")
+    assert _text(browser, "notice") == f"Deleted topic {name}."
+    deadline = time.monotonic() + 10
+    while name in _user_topics(data.admin) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert name not in _user_topics(data.admin)
 
 
 def test_topic_detail_shows_partitions_and_a_config(

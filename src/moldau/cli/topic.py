@@ -82,6 +82,12 @@ def delete_topic(conn: Connection, admin: AdminClient, name: str) -> None:
         raise as_cli_error(exc, f"cannot delete topic {name!r}") from exc
 
 
+def add_partitions(conn: Connection, admin: AdminClient, name: str, total: int) -> None:
+    """CreatePartitions: grow ``name`` to ``total`` partitions (Kafka never shrinks one)."""
+    futures = admin.create_partitions([NewPartitions(name, total)], request_timeout=conn.timeout)
+    conn.result(futures[name], f"cannot change partitions of {name!r}")
+
+
 @click.group("topic")
 def topic_group() -> None:
     """Create, list, describe, alter and delete topics."""
@@ -243,10 +249,7 @@ def alter(
     admin = conn.admin()
     describe_topic(conn, admin, name)  # a clear "does not exist" before anything changes
     if partitions is not None:
-        futures = admin.create_partitions(
-            [NewPartitions(name, partitions)], request_timeout=conn.timeout
-        )
-        conn.result(futures[name], f"cannot change partitions of {name!r}")
+        add_partitions(conn, admin, name, partitions)
         click.echo(f"Topic {name} now has {partitions} partitions.")
     if to_set or delete_config:
         resource = ConfigResource(ResourceType.TOPIC, name)

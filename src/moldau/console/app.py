@@ -32,7 +32,7 @@ from ..cli.configs import alter_configs, is_default
 from ..cli.connection import Connection
 from ..cli.errors import CliError, as_cli_error
 from ..cli.group import Strategy, apply_reset, parse_topic_partitions, plan_reset
-from ..cli.topic import TopicMissing, create_topic, delete_topic
+from ..cli.topic import TopicMissing, add_partitions, create_topic, delete_topic
 from . import browser, queries
 from .charts import bars, human_size, sparkline
 from .decode import FORMATS
@@ -171,6 +171,17 @@ def create_app(conn: Connection, history: History | None = None) -> Starlette:
         await call(alter_configs, resource, {key: value}, [])
         return redirect(f"/topics/{quote(name, safe='')}", f"Set {key}={value}.")
 
+    async def topic_partitions(request: Request) -> Response:
+        name = request.path_params["name"]
+        form = await _posted(request)
+        total = _int(form, "partitions", "the new partition count", minimum=1)
+        if form.get("confirm") != "yes":
+            detail = await call(queries.topic_detail, name, all_configs=False)
+            return page(request, "partitions_confirm.html", name=name, total=total,
+                        current=len(detail.partitions))
+        await call(add_partitions, name, total)
+        return redirect(f"/topics/{quote(name, safe='')}", f"{name} now has {total} partitions.")
+
     async def topic_delete(request: Request) -> Response:
         name = request.path_params["name"]
         form = await _posted(request)
@@ -268,6 +279,7 @@ def create_app(conn: Connection, history: History | None = None) -> Starlette:
         Route("/topics/new", topic_create, methods=["POST"]),
         Route("/topics/{name}", topic),
         Route("/topics/{name}/config", topic_config, methods=["POST"]),
+        Route("/topics/{name}/partitions", topic_partitions, methods=["POST"]),
         Route("/topics/{name}/delete", topic_delete, methods=["POST"]),
         Route("/topics/{name}/messages", messages),
         Route("/groups", groups),
