@@ -8,6 +8,8 @@ the module. Screenshots of every page land in ``test-artifacts/console/``.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import socket
 import subprocess
@@ -70,16 +72,12 @@ def data(broker: Any) -> Iterator[Data]:
     yield Data(broker.bootstrap, topic, unique_topic_name("console-members"), admin)
 
 
-@pytest.fixture(scope="module")
-def console(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``moldau console`` as a user starts it; its stderr is kept in the module's tmp dir."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("console") / "console.log"
+@contextlib.contextmanager
+def _serving(args: list[str], port: int, log: Path) -> Iterator[str]:
+    """``moldau ARGS`` as a user starts it, until it listens on ``port``; its output in ``log``."""
     with log.open("wb") as out:
-        process = subprocess.Popen(
-            [moldau_executable(), "console", "-b", broker.bootstrap,
-             "--listen", f"127.0.0.1:{port}", "--sample-interval", "0.5"],
-            stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen([moldau_executable(), *args], stdout=out,
+                                   stderr=subprocess.STDOUT, cwd=log.parent)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -88,7 +86,7 @@ def console(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"console did not start: {log.read_text()}") from None
+                    raise RuntimeError(f"{args[0]} did not start: {log.read_text()}") from None
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -98,6 +96,20 @@ def console(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[s
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _console_args(bootstrap: str, port: int, *extra: str) -> list[str]:
+    return ["console", "-b", bootstrap, "--listen", f"127.0.0.1:{port}",
+            "--sample-interval", "0.5", *extra]
+
+
+@pytest.fixture(scope="module")
+def console(broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One console for the module, on the shared broker."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("console") / "console.log"
+    with _serving(_console_args(broker.bootstrap, port), port, log) as url:
+        yield url
 
 
 def _open(driver: Any, url: str) -> None:
@@ -247,6 +259,38 @@ def test_message_browser_by_timestamp(browser: Any, console: str, data: Data) ->
     _shot(browser, "messages-timestamp")
     assert [row[0] for row in rows] == ["2", "3", "4"]
     assert rows[0][2] == "key-2"
+
+
+def test_message_browser_decodes_avro_through_the_registry(
+    browser: Any, data: Data, tmp_path: Path
+) -> None:
+    if run_moldau("registry", "--help").returncode != 0:
+        pytest.skip("moldau registry is not part of this build: nothing to decode Avro with")
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    registry_port, console_port = free_port(), free_port()
+    registry_args = ["registry", "-b", data.bootstrap, "--listen", f"127.0.0.1:{registry_port}"]
+    with _serving(registry_args, registry_port, tmp_path / "registry.log") as registry:
+        topic = unique_topic_name("console-avro")
+        data.admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        schema = ('{"type": "record", "name": "View", "fields": ['
+                  '{"name": "page", "type": "string"}, {"name": "ms", "type": "long"}]}')
+        serialize = AvroSerializer(SchemaRegistryClient({"url": registry}), schema)
+        value = serialize({"page": "/home", "ms": 42},
+                          SerializationContext(topic, MessageField.VALUE))
+        producer = Producer({"bootstrap.servers": data.bootstrap})
+        producer.produce(topic, key="visitor-1", value=value)
+        assert producer.flush(30) == 0
+        schema_id = int.from_bytes(value[1:5], "big")
+        args = _console_args(data.bootstrap, console_port, "--schema-registry", registry)
+        with _serving(args, console_port, tmp_path / "console.log") as console:
+            rows = _browse(browser, console, topic, partition="0", offset="0")
+            _shot(browser, "messages-avro")
+    assert rows[0][2] == "visitor-1"
+    assert json.loads(rows[0][3].rsplit("\n", 1)[0]) == {"page": "/home", "ms": 42}
+    assert rows[0][3].endswith(f"avro, schema id {schema_id}")
 
 
 def test_group_page_shows_members_and_exact_lag(browser: Any, console: str, data: Data) -> None:

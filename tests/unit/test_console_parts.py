@@ -48,3 +48,10 @@ def test_charts_are_inline_svg_with_escaped_labels() -> None:
 def test_sizes_read_like_du_h() -> None:
     assert [human_size(n) for n in (None, 0, 1023, 1024, 1536, 5 * 1024**3, 3 * 1024**4)] == [
         "-", "0 B", "1023 B", "1.0 KiB", "1.5 KiB", "5.0 GiB", "3.0 TiB"]
+
+
+def test_avro_without_a_registry_says_how_to_configure_one() -> None:
+    shown = decode(b"\x00\x00\x00\x00\x01\x0a/home", "avro")
+    assert shown.kind == ("error: no schema registry configured "
+                          "(moldau console --schema-registry URL)")
+    assert shown.text.startswith("00 00 00 00 01")

@@ -24,8 +24,11 @@ def _listen_address(text: str) -> tuple[str, int]:
 @click.option("--sample-interval", type=click.FloatRange(min=0.2), default=2.0,
               show_default=True, metavar="SECONDS",
               help="How often end offsets are sampled for the throughput charts.")
+@click.option("--schema-registry", metavar="URL",
+              help="A schema registry: the message browser decodes Avro values through it.")
 @connection_options
-def console(conn: Connection, listen: str, sample_interval: float) -> None:
+def console(conn: Connection, listen: str, sample_interval: float,
+            schema_registry: str | None) -> None:
     """Serve the web console: cluster, topics, messages, consumer groups, throughput.
 
     It is a Kafka client of the cluster at --bootstrap-server, like every moldau command;
@@ -41,8 +44,17 @@ def console(conn: Connection, listen: str, sample_interval: float) -> None:
                        "pip install 'moldau[console]'") from None
     from ..console.throughput import History, Sampler
 
+    avro = None
+    if schema_registry is not None:
+        try:
+            from ..console.decode import AvroDecoder
+
+            avro = AvroDecoder(schema_registry)
+        except ImportError as exc:
+            raise CliError(f"--schema-registry needs confluent-kafka's Avro support "
+                           f"({exc.name} is missing): pip install 'moldau[console]'") from None
     history = History()
-    app = create_app(conn, history)
+    app = create_app(conn, history, avro)
     admin = _lazy_admin(conn)
     sampler = Sampler(conn, admin, history, sample_interval).start()
     click.echo(f"moldau console on http://{host}:{port}/ for {conn.bootstrap}", err=True)

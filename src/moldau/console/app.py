@@ -35,7 +35,7 @@ from ..cli.group import Strategy, apply_reset, parse_topic_partitions, plan_rese
 from ..cli.topic import TopicMissing, add_partitions, create_topic, delete_topic
 from . import browser, queries
 from .charts import bars, human_size, sparkline
-from .decode import FORMATS
+from .decode import FORMATS, AvroDecoder
 from .throughput import History
 
 HERE = Path(__file__).parent
@@ -93,8 +93,12 @@ async def _posted(request: Request) -> FormData:
     return await request.form()
 
 
-def create_app(conn: Connection, history: History | None = None) -> Starlette:
-    """The ASGI app for one cluster; ``history`` is fed by a sampler the caller runs."""
+def create_app(conn: Connection, history: History | None = None,
+               avro: AvroDecoder | None = None) -> Starlette:
+    """The ASGI app for one cluster; ``history`` is fed by a sampler the caller runs.
+
+    ``avro`` decodes Avro values through a schema registry in the message browser.
+    """
     cluster = Cluster(conn)
     rates = history or History()
     templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -206,7 +210,7 @@ def create_app(conn: Connection, history: History | None = None) -> Starlette:
         timestamp_ms = browser.parse_time(time_text) if time_text else None
         limit = _int(params, "limit", "limit", required=False, minimum=1) or 20
         result = await call(browser.read_page, name, partition, offset=offset,
-                            timestamp_ms=timestamp_ms, limit=limit, how=how)
+                            timestamp_ms=timestamp_ms, limit=limit, how=how, avro=avro)
         return page(request, "messages.html", name=name, result=result, how=how,
                     offset=params.get("offset", ""), timestamp=time_text, limit=limit)
 

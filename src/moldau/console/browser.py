@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from ..cli.connection import Connection
 from ..cli.errors import CliError, describe_kafka_error
 from ..cli.topic import describe_topic
-from .decode import Decoded, decode
+from .decode import AvroDecoder, Decoded, decode
 
 #: Most records one page shows.
 MAX_LIMIT = 200
@@ -68,7 +68,7 @@ def _format_time(kind: int, ms: int) -> str:
 
 def read_page(conn: Connection, admin: AdminClient, topic: str, partition: int,
               *, offset: int | None, timestamp_ms: int | None, limit: int,
-              how: str) -> Page:
+              how: str, avro: AvroDecoder | None = None) -> Page:
     """Up to ``limit`` records of ``topic``/``partition`` from ``offset`` or ``timestamp_ms``."""
     description = describe_topic(conn, admin, topic)
     ids = sorted(p.id for p in description.partitions)
@@ -99,14 +99,14 @@ def read_page(conn: Connection, admin: AdminClient, topic: str, partition: int,
             raise CliError(f"offset {start} is before the start of {topic}:{partition}: its "
                            f"earliest offset is {earliest}")
         records = [] if start is None or start >= end else _read(
-            consumer, conn, topic, partition, start, end, limit, how)
+            consumer, conn, topic, partition, start, end, limit, how, avro)
         return Page(topic, partition, start, earliest, end, records)
     finally:
         consumer.close()
 
 
 def _read(consumer: Consumer, conn: Connection, topic: str, partition: int, start: int,
-          end: int, limit: int, how: str) -> list[Record]:
+          end: int, limit: int, how: str, avro: AvroDecoder | None) -> list[Record]:
     consumer.assign([TopicPartition(topic, partition, start)])
     records: list[Record] = []
     deadline = time.monotonic() + conn.timeout
@@ -124,8 +124,10 @@ def _read(consumer: Consumer, conn: Connection, topic: str, partition: int, star
         records.append(Record(
             offset=message.offset() or 0,
             timestamp=_format_time(*message.timestamp()),
-            key=decode(message.key(), how),
-            value=decode(message.value(), how),
+            # Keys are rarely Avro: asked for Avro, a key that is not falls back to auto.
+            key=decode(message.key(), "auto" if how == "avro" else how, avro=avro, topic=topic,
+                       is_key=True),
+            value=decode(message.value(), how, avro=avro, topic=topic),
             headers=[(k, decode(v, how)) for k, v in pairs],
         ))
         if (message.offset() or 0) + 1 >= end:
