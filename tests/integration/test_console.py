@@ -428,3 +428,15 @@ def test_top_without_a_broker_is_one_line() -> None:
     assert result.returncode == 1
     assert result.stderr.startswith("Error: cannot reach a broker")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_console_without_a_broker_says_so_and_keeps_serving(tmp_path: Path) -> None:
+    port, dead = free_port(), free_port()
+    args = _console_args(f"127.0.0.1:{dead}", port, "--timeout", "1")
+    with _serving(args, port, tmp_path / "console.log") as console:
+        for path in ("/", "/topics", "/groups"):
+            answer = httpx.get(console + path, timeout=30)
+            assert answer.status_code == 503
+            assert (f"cannot reach a broker at 127.0.0.1:{dead} within 1 s "
+                    f"(127.0.0.1:{dead}: Connection refused)") in answer.text
+        assert httpx.get(console + "/live", timeout=30).status_code == 200

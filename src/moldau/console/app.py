@@ -93,6 +93,17 @@ async def _posted(request: Request) -> FormData:
     return await request.form()
 
 
+def _status_of(exc: Exception, message: str) -> int:
+    """The HTTP status of a failure: whose fault it was, as a status code says it."""
+    if isinstance(exc, CrossSiteRequest):
+        return 403
+    if isinstance(exc, TopicMissing) or "does not exist" in message:
+        return 404
+    if message.startswith("cannot reach a broker") or "no answer" in message:
+        return 503  # the cluster is away: nothing wrong with the request
+    return 400
+
+
 def create_app(conn: Connection, history: History | None = None,
                avro: AvroDecoder | None = None) -> Starlette:
     """The ASGI app for one cluster; ``history`` is fed by a sampler the caller runs.
@@ -267,9 +278,8 @@ def create_app(conn: Connection, history: History | None = None,
                 "sample_error": rates.last_error}
 
     async def cli_error(request: Request, exc: Exception) -> Response:
-        status = 404 if isinstance(exc, TopicMissing) or "does not exist" in str(exc) else 400
-        status = 403 if isinstance(exc, CrossSiteRequest) else status
         message = exc.format_message() if isinstance(exc, CliError) else str(exc)
+        status = _status_of(exc, message)
         return page(request, "error.html", status=status, message=message)
 
     async def kafka_error(request: Request, exc: Exception) -> Response:
