@@ -440,3 +440,15 @@ def test_console_without_a_broker_says_so_and_keeps_serving(tmp_path: Path) -> N
             assert (f"cannot reach a broker at 127.0.0.1:{dead} within 1 s "
                     f"(127.0.0.1:{dead}: Connection refused)") in answer.text
         assert httpx.get(console + "/live", timeout=30).status_code == 200
+
+
+def test_console_start_up_mistakes_are_one_line() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        result = run_moldau("console", "--listen", f"127.0.0.1:{port}", "-b", "127.0.0.1:1")
+    assert result.returncode == 1
+    assert result.stderr == f"Error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    result = run_moldau("console", "--listen", "nowhere")
+    assert result.returncode == 1
+    assert result.stderr == ("Error: invalid --listen 'nowhere': expected HOST:PORT, "
+                             "e.g. 127.0.0.1:9021\n")

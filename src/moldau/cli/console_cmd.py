@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import socket
 
 import click
-from confluent_kafka.admin import AdminClient
 
 from .connection import Connection, connection_options
 from .errors import CliError
@@ -16,6 +16,16 @@ def _listen_address(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise CliError(f"invalid --listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9021")
     return host.strip("[]"), int(port)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The console's listening socket, bound here so a busy port is one clear line."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise CliError(f"cannot listen on {host}:{port}: {reason}") from None
 
 
 @click.command("console")
@@ -42,6 +52,7 @@ def console(conn: Connection, listen: str, sample_interval: float,
     except ImportError as exc:
         raise CliError(f"the web console needs the console extra ({exc.name} is missing): "
                        "pip install 'moldau[console]'") from None
+    from ..console.client import LazyAdmin
     from ..console.throughput import History, Sampler
 
     avro = None
@@ -54,24 +65,14 @@ def console(conn: Connection, listen: str, sample_interval: float,
             raise CliError(f"--schema-registry needs confluent-kafka's Avro support "
                            f"({exc.name} is missing): pip install 'moldau[console]'") from None
     history = History()
-    app = create_app(conn, history, avro)
-    admin = _lazy_admin(conn)
+    admin = LazyAdmin(conn)
+    app = create_app(conn, history, avro, admin)
     sampler = Sampler(conn, admin, history, sample_interval).start()
+    listener = _listen(host, port)
     click.echo(f"moldau console on http://{host}:{port}/ for {conn.bootstrap}", err=True)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
     finally:
         sampler.stop()
+        listener.close()
 
-
-def _lazy_admin(conn: Connection) -> Callable[[], AdminClient]:
-    """The sampler's own AdminClient, made when the broker first answers."""
-    made: list[AdminClient] = []
-
-    def admin() -> AdminClient:
-        if not made:
-            conn.check_reachable()
-            made.append(AdminClient(conn.client_config(**{"client.id": "moldau-console"})))
-        return made[0]
-
-    return admin

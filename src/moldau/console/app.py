@@ -10,14 +10,13 @@ does it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
@@ -35,28 +34,12 @@ from ..cli.group import Strategy, apply_reset, parse_topic_partitions, plan_rese
 from ..cli.topic import TopicMissing, add_partitions, create_topic, delete_topic
 from . import browser, queries
 from .charts import bars, human_size, sparkline
+from .client import LazyAdmin
 from .decode import FORMATS, AvroDecoder
 from .throughput import History
 
 HERE = Path(__file__).parent
 T = TypeVar("T")
-
-
-class Cluster:
-    """The console's one AdminClient, made on first use (the broker may start later)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self._admin: AdminClient | None = None
-        self._lock = threading.Lock()
-
-    def admin(self) -> AdminClient:
-        with self._lock:
-            if self._admin is None:
-                self.conn.check_reachable()
-                self._admin = AdminClient(self.conn.client_config(**{
-                    "client.id": "moldau-console"}))
-            return self._admin
 
 
 def _int(form: Mapping[str, Any], name: str, label: str, *,
@@ -105,12 +88,13 @@ def _status_of(exc: Exception, message: str) -> int:
 
 
 def create_app(conn: Connection, history: History | None = None,
-               avro: AvroDecoder | None = None) -> Starlette:
+               avro: AvroDecoder | None = None, admin: LazyAdmin | None = None) -> Starlette:
     """The ASGI app for one cluster; ``history`` is fed by a sampler the caller runs.
 
-    ``avro`` decodes Avro values through a schema registry in the message browser.
+    ``avro`` decodes Avro values through a schema registry in the message browser;
+    ``admin`` is the AdminClient to share with that sampler (a new one by default).
     """
-    cluster = Cluster(conn)
+    cluster = admin or LazyAdmin(conn)
     rates = history or History()
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(sparkline=sparkline, bars=bars, is_default=is_default,
@@ -118,7 +102,7 @@ def create_app(conn: Connection, history: History | None = None,
                                  quote=quote, formats=FORMATS)
 
     async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await run_in_threadpool(fn, conn, cluster.admin(), *args, **kwargs)
+        return await run_in_threadpool(fn, conn, cluster(), *args, **kwargs)
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         context.setdefault("notice", request.query_params.get("notice"))
