@@ -14,7 +14,7 @@ BENCH_ARGS ?=
 # Debian packages the tests call (kcat is a real-world client the tests drive; Java runs
 # Spark and PostgreSQL stores the activity pipeline's counts in tests/spark; zookeeper is the
 # ZooKeeper server the cluster tests start; iproute2 and nftables build and cut the network
-# namespaces of the partition tests).
+# namespaces of the partition tests; chromium and chromium-driver the console's browser tests).
 APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables chromium chromium-driver
 
 # `make fuzz`: the long wire-fuzz run (tests/fuzz); figures are printed as JSON at the end.
