@@ -452,3 +452,52 @@ def test_console_start_up_mistakes_are_one_line() -> None:
     assert result.returncode == 1
     assert result.stderr == ("Error: invalid --listen 'nowhere': expected HOST:PORT, "
                              "e.g. 127.0.0.1:9021\n")
+
+
+def test_metrics_page_without_an_endpoint_says_how_to_add_one(
+    browser: Any, console: str
+) -> None:
+    _open(browser, console + "/metrics")
+    assert "--metrics-url" in _text(browser, "no-metrics")
+    assert not browser.find_elements(By.LINK_TEXT, "Broker metrics")
+
+
+def test_metrics_page_with_an_endpoint_away_is_one_message(data: Data, tmp_path: Path) -> None:
+    port, dead = free_port(), free_port()
+    args = _console_args(data.bootstrap, port, "--metrics-url",
+                         f"http://127.0.0.1:{dead}/metrics")
+    with _serving(args, port, tmp_path / "console.log") as console:
+        answer = httpx.get(console + "/metrics", timeout=30)
+        assert answer.status_code == 503
+        assert f"cannot read metrics from http://127.0.0.1:{dead}/metrics" in answer.text
+        assert httpx.get(console + "/", timeout=30).status_code == 200
+
+
+def test_metrics_page_shows_the_brokers_samples(
+    browser: Any, make_broker: Any, tmp_path: Path
+) -> None:
+    metrics_port, console_port = free_port(), free_port()
+    broker = make_broker(f"metrics.listener=http://127.0.0.1:{metrics_port}")
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", metrics_port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.skip("the broker of this build serves no metrics.listener endpoint")
+            time.sleep(0.2)
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    args = _console_args(broker.bootstrap, console_port, "--metrics-url", url)
+    with _serving(args, console_port, tmp_path / "console.log") as console:
+        _open(browser, console + "/")
+        browser.find_element(By.LINK_TEXT, "Broker metrics").click()
+        WebDriverWait(browser, 30).until(EC.presence_of_element_located((By.ID, "metrics")))
+        _shot(browser, "metrics")
+        rows = _rows(browser, "metrics")
+        assert rows and all("moldau_" in row[0] for row in rows)
+        wanted = rows[0][0]
+        _type(browser, "metric-filter", wanted)
+        _submit(browser, "metric-button")
+        filtered = {row[0] for row in _rows(browser, "metrics")}
+        assert wanted in filtered and all(wanted in name for name in filtered)

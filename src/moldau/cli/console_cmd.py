@@ -36,9 +36,12 @@ def _listen(host: str, port: int) -> socket.socket:
               help="How often end offsets are sampled for the throughput charts.")
 @click.option("--schema-registry", metavar="URL",
               help="A schema registry: the message browser decodes Avro values through it.")
+@click.option("--metrics-url", metavar="URL",
+              help="A Prometheus endpoint (the broker's metrics.listener, e.g. "
+                   "http://127.0.0.1:9644/metrics) shown on the metrics page.")
 @connection_options
 def console(conn: Connection, listen: str, sample_interval: float,
-            schema_registry: str | None) -> None:
+            schema_registry: str | None, metrics_url: str | None) -> None:
     """Serve the web console: cluster, topics, messages, consumer groups, throughput.
 
     It is a Kafka client of the cluster at --bootstrap-server, like every moldau command;
@@ -66,7 +69,7 @@ def console(conn: Connection, listen: str, sample_interval: float,
                            f"({exc.name} is missing): pip install 'moldau[console]'") from None
     history = History()
     admin = LazyAdmin(conn)
-    app = create_app(conn, history, avro, admin)
+    app = create_app(conn, history, avro, admin, metrics_url)
     sampler = Sampler(conn, admin, history, sample_interval).start()
     listener = _listen(host, port)
     click.echo(f"moldau console on http://{host}:{port}/ for {conn.bootstrap}", err=True)

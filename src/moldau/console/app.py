@@ -36,6 +36,7 @@ from . import browser, queries
 from .charts import bars, human_size, sparkline
 from .client import LazyAdmin
 from .decode import FORMATS, AvroDecoder
+from .metrics import MAX_ROWS, scrape
 from .throughput import History
 
 HERE = Path(__file__).parent
@@ -82,24 +83,27 @@ def _status_of(exc: Exception, message: str) -> int:
         return 403
     if isinstance(exc, TopicMissing) or "does not exist" in message:
         return 404
-    if message.startswith("cannot reach a broker") or "no answer" in message:
+    if message.startswith(("cannot reach a broker", "cannot read metrics")) or (
+            "no answer" in message):
         return 503  # the cluster is away: nothing wrong with the request
     return 400
 
 
 def create_app(conn: Connection, history: History | None = None,
-               avro: AvroDecoder | None = None, admin: LazyAdmin | None = None) -> Starlette:
+               avro: AvroDecoder | None = None, admin: LazyAdmin | None = None,
+               metrics_url: str | None = None) -> Starlette:
     """The ASGI app for one cluster; ``history`` is fed by a sampler the caller runs.
 
     ``avro`` decodes Avro values through a schema registry in the message browser;
-    ``admin`` is the AdminClient to share with that sampler (a new one by default).
+    ``admin`` is the AdminClient to share with that sampler (a new one by default);
+    ``metrics_url`` is a Prometheus endpoint whose samples the metrics page shows.
     """
     cluster = admin or LazyAdmin(conn)
     rates = history or History()
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(sparkline=sparkline, bars=bars, is_default=is_default,
                                  size=human_size,
-                                 quote=quote, formats=FORMATS)
+                                 quote=quote, formats=FORMATS, metrics_url=metrics_url)
 
     async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await run_in_threadpool(fn, conn, cluster(), *args, **kwargs)
@@ -250,6 +254,13 @@ def create_app(conn: Connection, history: History | None = None,
         return redirect(f"/groups/{quote(group_id, safe='')}",
                         f"Reset {len(plan.new)} partition(s) of group {group_id}.")
 
+    async def metrics(request: Request) -> Response:
+        needle = request.query_params.get("q", "moldau_")
+        if metrics_url is None:
+            return page(request, "metrics.html", rows=None, q=needle)
+        rows = await run_in_threadpool(scrape, metrics_url, needle, conn.timeout)
+        return page(request, "metrics.html", rows=rows, q=needle, max_rows=MAX_ROWS)
+
     async def live(request: Request) -> Response:
         return page(request, "live.html", **_live_context())
 
@@ -284,6 +295,7 @@ def create_app(conn: Connection, history: History | None = None,
         Route("/groups/{group}", group),
         Route("/groups/{group}/reset", group_reset, methods=["POST"]),
         Route("/live", live),
+        Route("/metrics", metrics),
         Route("/live/charts", live_charts),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
