@@ -501,7 +501,7 @@ def _require_inactive(description: ConsumerGroupDescription | None, group: str) 
         )
 
 
-def _apply(
+def apply_reset(
     conn: Connection, admin: AdminClient, group: str, new: Mapping[Key, int]
 ) -> None:
     """Commit the new offsets as the group's (OffsetCommit without a member, like Kafka)."""
@@ -525,6 +525,41 @@ def _apply(
                 f"cannot reset {tp.topic}:{tp.partition} of group {group!r}: "
                 f"{describe_kafka_error(tp.error)}"
             )
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    """What a reset would do: the partitions, their committed and their new offsets."""
+
+    keys: list[Key]
+    committed: dict[Key, int]
+    new: dict[Key, int]
+
+
+def plan_reset(
+    conn: Connection,
+    admin: AdminClient,
+    group: str,
+    strategy: Strategy,
+    specs: Sequence[tuple[str, list[int] | None]],
+) -> ResetPlan:
+    """The reset plan, after checking that the group is inactive and the topics exist.
+
+    Shared by ``group reset-offsets`` and the web console's dry run, so both show the
+    same plan for the same input.
+    """
+    _require_inactive(describe_group(conn, admin, group), group)
+    keys = _resolve_partitions(conn, admin, specs)
+    committed = committed_offsets(conn, admin, group, keys)
+    earliest = list_offsets(conn, admin, {k: OffsetSpec.earliest() for k in keys})
+    latest = list_offsets(conn, admin, {k: OffsetSpec.latest() for k in keys})
+    by_time = None
+    if strategy.timestamp_ms is not None:
+        by_time = list_offsets(
+            conn, admin, {k: OffsetSpec.for_timestamp(strategy.timestamp_ms) for k in keys}
+        )
+    bounds = {k: (earliest[k], latest[k]) for k in keys}
+    return ResetPlan(keys, committed, plan_offsets(strategy, keys, committed, bounds, by_time))
 
 
 @group_group.command("reset-offsets")
@@ -559,24 +594,13 @@ def reset_offsets(
     strategy = Strategy.from_options(to_earliest, to_latest, to_offset, to_datetime, shift_by)
     specs = [parse_topic_partitions(text) for text in topics]
     admin = conn.admin()
-    _require_inactive(describe_group(conn, admin, group), group)
-    keys = _resolve_partitions(conn, admin, specs)
-    committed = committed_offsets(conn, admin, group, keys)
-    earliest = list_offsets(conn, admin, {k: OffsetSpec.earliest() for k in keys})
-    latest = list_offsets(conn, admin, {k: OffsetSpec.latest() for k in keys})
-    by_time = None
-    if strategy.timestamp_ms is not None:
-        by_time = list_offsets(
-            conn, admin, {k: OffsetSpec.for_timestamp(strategy.timestamp_ms) for k in keys}
-        )
-    bounds = {k: (earliest[k], latest[k]) for k in keys}
-    new = plan_offsets(strategy, keys, committed, bounds, by_time)
+    plan = plan_reset(conn, admin, group, strategy, specs)
     rows = table("Topic", "Partition", "Current", "New")
-    for key in keys:
-        _add_row(rows, key[0], str(key[1]), _dash(committed.get(key)), str(new[key]))
+    for key in plan.keys:
+        _add_row(rows, key[0], str(key[1]), _dash(plan.committed.get(key)), str(plan.new[key]))
     print_table(stdout_console(), rows)
     if not execute:
         click.echo("Dry run: no offsets changed (add --execute to apply).", err=True)
         return
-    _apply(conn, admin, group, new)
-    click.echo(f"Reset {len(new)} partition(s) of group {group}.")
+    apply_reset(conn, admin, group, plan.new)
+    click.echo(f"Reset {len(plan.new)} partition(s) of group {group}.")

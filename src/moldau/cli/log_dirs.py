@@ -9,6 +9,7 @@ neither call, so both are raw kio requests to each broker, found with DescribeCl
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from kio.schema.alter_replica_log_dirs.v2.request import (
@@ -52,14 +53,38 @@ def _pick(found: dict[int, Address], broker: int | None) -> dict[int, Address]:
     return {broker: found[broker]}
 
 
+def _log_dirs(conn: Connection, found: dict[int, Address]) -> Iterator[tuple[int, Any]]:
+    """Each broker's DescribeLogDirs results (all dirs, all replicas), by broker id."""
+    request = build(DescribeLogDirsRequest, topics=None)
+    for node, address in sorted(found.items()):
+        yield node, _send(conn, node, address, request).results
+
+
+def partition_sizes(conn: Connection, admin: Any) -> dict[tuple[str, int], int]:
+    """Bytes on disk of each partition: its largest current replica on any live broker.
+
+    Replicas of one partition hold the same records, so the largest is the partition's
+    size (a follower catching up is smaller); offline dirs and future replicas are left out.
+    """
+    sizes: dict[tuple[str, int], int] = {}
+    for _node, results in _log_dirs(conn, brokers(conn, admin)):
+        for result in results:
+            if result.error_code != ErrorCode.none:
+                continue
+            for t in result.topics:
+                for p in t.partitions:
+                    if not p.is_future_key:
+                        key = (t.name, p.partition_index)
+                        sizes[key] = max(sizes.get(key, 0), p.partition_size)
+    return sizes
+
+
 def describe(conn: Connection, broker: int | None, topic: str | None) -> None:
     """A row per replica (current and future) per log dir of each broker asked."""
     found = _pick(brokers(conn, conn.admin()), broker)
-    request = build(DescribeLogDirsRequest, topics=None)
     rows = table("Broker", "Log dir", "Topic", "Partition", "Size", "Lag", "Replica")
-    for node, address in sorted(found.items()):
-        response = _send(conn, node, address, request)
-        for result in response.results:
+    for node, results in _log_dirs(conn, found):
+        for result in results:
             if result.error_code != ErrorCode.none:
                 rows.add_row(str(node), result.log_dir, "-", "-", "-", "-",
                              f"dir offline ({result.error_code.name.upper()})")

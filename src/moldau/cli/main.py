@@ -9,6 +9,7 @@ from .. import __version__
 from .broker_cmd import broker
 from .cluster import cluster_group
 from .configs import config_group
+from .console_cmd import console
 from .consume import consume
 from .errors import ErrorReportingGroup
 from .group import group_group
@@ -16,6 +17,7 @@ from .log_tools import log_group
 from .pipeline import pipeline_group
 from .produce import produce
 from .registry_cmd import registry
+from .top import top
 from .topic import topic_group
 from .transaction import transaction_group
 from .verify import verify
@@ -63,6 +65,8 @@ cli.add_command(verify)
 cli.add_command(cluster_group)
 cli.add_command(transaction_group)
 cli.add_command(registry)
+cli.add_command(console)
+cli.add_command(top)
 
 
 def main() -> None:

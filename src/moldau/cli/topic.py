@@ -32,8 +32,16 @@ def _has_code(exc: KafkaException, code: int) -> bool:
     return error is not None and error.code() == code
 
 
+class TopicMissing(CliError):
+    """The topic named does not exist (UNKNOWN_TOPIC_OR_PARTITION)."""
+
+
+class TopicExists(CliError):
+    """The topic to create exists already (TOPIC_ALREADY_EXISTS)."""
+
+
 def _not_found(name: str) -> CliError:
-    return CliError(f"topic {name!r} does not exist")
+    return TopicMissing(f"topic {name!r} does not exist")
 
 
 def describe_topic(conn: Connection, admin: AdminClient, name: str) -> TopicDescription:
@@ -45,6 +53,39 @@ def describe_topic(conn: Connection, admin: AdminClient, name: str) -> TopicDesc
         if _has_code(exc, KafkaError.UNKNOWN_TOPIC_OR_PART):
             raise _not_found(name) from None
         raise as_cli_error(exc, f"cannot describe topic {name!r}") from exc
+
+
+def create_topic(
+    conn: Connection, admin: AdminClient, new_topic: NewTopic, *, validate_only: bool = False
+) -> None:
+    """CreateTopics for one topic; :class:`TopicExists` when the name is taken."""
+    name = new_topic.topic
+    futures = admin.create_topics(
+        [new_topic], request_timeout=conn.timeout, validate_only=validate_only
+    )
+    try:
+        futures[name].result(timeout=conn.timeout + 5)
+    except KafkaException as exc:
+        if _has_code(exc, KafkaError.TOPIC_ALREADY_EXISTS):
+            raise TopicExists(f"topic {name!r} already exists") from None
+        raise as_cli_error(exc, f"cannot create topic {name!r}") from exc
+
+
+def delete_topic(conn: Connection, admin: AdminClient, name: str) -> None:
+    """DeleteTopics for one topic; :class:`TopicMissing` when there is no such topic."""
+    futures = admin.delete_topics([name], request_timeout=conn.timeout)
+    try:
+        futures[name].result(timeout=conn.timeout + 5)
+    except KafkaException as exc:
+        if _has_code(exc, KafkaError.UNKNOWN_TOPIC_OR_PART):
+            raise _not_found(name) from None
+        raise as_cli_error(exc, f"cannot delete topic {name!r}") from exc
+
+
+def add_partitions(conn: Connection, admin: AdminClient, name: str, total: int) -> None:
+    """CreatePartitions: grow ``name`` to ``total`` partitions (Kafka never shrinks one)."""
+    futures = admin.create_partitions([NewPartitions(name, total)], request_timeout=conn.timeout)
+    conn.result(futures[name], f"cannot change partitions of {name!r}")
 
 
 @click.group("topic")
@@ -81,26 +122,20 @@ def create(
         replication_factor=-1 if replication_factor is None else replication_factor,
         config=parse_assignments(configs, "--config"),
     )
-    admin = conn.admin()
-    futures = admin.create_topics(
-        [new_topic], request_timeout=conn.timeout, validate_only=validate_only
-    )
     try:
-        futures[name].result(timeout=conn.timeout + 5)
-    except KafkaException as exc:
-        if _has_code(exc, KafkaError.TOPIC_ALREADY_EXISTS):
-            if if_not_exists:
-                click.echo(f"Topic {name} already exists.")
-                return
-            raise CliError(f"topic {name!r} already exists") from None
-        raise as_cli_error(exc, f"cannot create topic {name!r}") from exc
+        create_topic(conn, conn.admin(), new_topic, validate_only=validate_only)
+    except TopicExists:
+        if not if_not_exists:
+            raise
+        click.echo(f"Topic {name} already exists.")
+        return
     if validate_only:
         click.echo(f"Topic {name} would be created (validate only).")
     else:
         click.echo(f"Created topic {name}.")
 
 
-def _topic_names(conn: Connection, admin: AdminClient, internal: bool) -> list[str]:
+def topic_names(conn: Connection, admin: AdminClient, internal: bool) -> list[str]:
     """Sorted topic names, without internal topics unless ``internal``."""
     try:
         metadata = admin.list_topics(timeout=conn.timeout)
@@ -121,7 +156,7 @@ def _topic_names(conn: Connection, admin: AdminClient, internal: bool) -> list[s
 @connection_options
 def list_topics(conn: Connection, internal: bool) -> None:
     """Print topic names, one per line."""
-    for name in _topic_names(conn, conn.admin(), internal):
+    for name in topic_names(conn, conn.admin(), internal):
         click.echo(name)
 
 
@@ -140,7 +175,7 @@ def describe(conn: Connection, topic: str | None, internal: bool) -> None:
     if topic is not None:
         _describe_one(conn, admin, describe_topic(conn, admin, topic))
         return
-    names = _topic_names(conn, admin, internal)
+    names = topic_names(conn, admin, internal)
     if not names:
         click.echo("No topics.")
         return
@@ -214,10 +249,7 @@ def alter(
     admin = conn.admin()
     describe_topic(conn, admin, name)  # a clear "does not exist" before anything changes
     if partitions is not None:
-        futures = admin.create_partitions(
-            [NewPartitions(name, partitions)], request_timeout=conn.timeout
-        )
-        conn.result(futures[name], f"cannot change partitions of {name!r}")
+        add_partitions(conn, admin, name, partitions)
         click.echo(f"Topic {name} now has {partitions} partitions.")
     if to_set or delete_config:
         resource = ConfigResource(ResourceType.TOPIC, name)
@@ -233,15 +265,11 @@ def alter(
 def delete(conn: Connection, topic: str, if_exists: bool) -> None:
     """Delete topic TOPIC and its data."""
     name = topic
-    admin = conn.admin()
-    futures = admin.delete_topics([name], request_timeout=conn.timeout)
     try:
-        futures[name].result(timeout=conn.timeout + 5)
-    except KafkaException as exc:
-        if _has_code(exc, KafkaError.UNKNOWN_TOPIC_OR_PART):
-            if if_exists:
-                click.echo(f"Topic {name} does not exist.")
-                return
-            raise _not_found(name) from None
-        raise as_cli_error(exc, f"cannot delete topic {name!r}") from exc
+        delete_topic(conn, conn.admin(), name)
+    except TopicMissing:
+        if not if_exists:
+            raise
+        click.echo(f"Topic {name} does not exist.")
+        return
     click.echo(f"Deleted topic {name}.")

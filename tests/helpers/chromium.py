@@ -1,0 +1,50 @@
+"""Debian's headless Chromium driven by Selenium, for the web console's tests.
+
+The browser and its driver are Debian's (``chromium``, ``chromium-driver``), named by
+path, so Selenium never tries to download a browser or a driver of its own. The flags
+keep Chromium from reaching out to the network at start (which fails on a closed network)
+and from needing a GPU, a sandbox or a large /dev/shm.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,900",
+)
+
+
+def missing() -> str | None:
+    """Why the browser cannot start here, or None."""
+    for path, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
+        if not os.access(path, os.X_OK):
+            return f"{path} is missing: apt-get install {package} (make test does it)"
+    return None
+
+
+def start(profile_dir: Path):  # type: ignore[no-untyped-def]
+    """A new headless Chromium with an empty profile in ``profile_dir``."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile_dir}")
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    return driver
