@@ -69,7 +69,10 @@ class ConsumerInstance:
             return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
-            if isinstance(err, KafkaError) and err.code() == KafkaError._STATE:
+            # A seek or commit for a partition the instance is not assigned: Kafka's
+            # consumer throws IllegalStateException, which Confluent answers 409 40903.
+            if isinstance(err, KafkaError) and err.code() in (KafkaError._STATE,
+                                                              KafkaError._UNKNOWN_PARTITION):
                 raise illegal_state(err.str()) from None
             raise RestError(500, 50002, f"Kafka error: {exc}") from None
         finally:
