@@ -17,7 +17,7 @@ from starlette.responses import Response
 from .errors import RestError, partition_not_found, topic_not_found, unprocessable
 from .formats import SCHEMA_FORMATS, encode_binary, encode_json, produce_format
 from .jsonbody import read_json, v2_json
-from .producer import OutgoingRecord
+from .producer import Delivery, OutgoingRecord
 from .services import Services, services
 
 
@@ -43,6 +43,13 @@ async def produce_v2(request: Request, topic: str, partition: int | None) -> Res
                                    or wanted not in metadata.partitions):
             raise partition_not_found()
     key_schema_id = value_schema_id = None
+    if fmt not in SCHEMA_FORMATS and all(r.get("key") is None and r.get("partition") is None
+                                         for r in raw_records):
+        encode_value = encode_json_field if fmt == "json" else encode_binary
+        target = partition if partition is not None else svc.partitions.next(topic, metadata)
+        deliveries = await svc.producer.produce_to_partition(
+            topic, target, [encode_value(r.get("value"), "value") for r in raw_records])
+        return _answer(None, None, deliveries)
     if fmt in SCHEMA_FORMATS:
         records, key_schema_id, value_schema_id = await _encode_with_schemas(
             svc, fmt, topic, partition, body, raw_records)
@@ -53,6 +60,11 @@ async def produce_v2(request: Request, topic: str, partition: int | None) -> Res
                            partition if partition is not None else r.get("partition"))
             for r in raw_records]
     deliveries = await svc.producer.produce(topic, records)
+    return _answer(key_schema_id, value_schema_id, deliveries)
+
+
+def _answer(key_schema_id: int | None, value_schema_id: int | None,
+            deliveries: list[Delivery]) -> Response:
     return v2_json({
         "key_schema_id": key_schema_id,
         "value_schema_id": value_schema_id,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
+from confluent_kafka.admin import TopicMetadata
 from starlette.requests import Request
 
 from .config import RestConfig
@@ -13,6 +16,26 @@ from .producer import SharedProducer
 from .schemas import SchemaCodecs
 
 
+class UnkeyedPartitions:
+    """Where the next request of unkeyed records goes: the topic's partitions in turn.
+
+    Each request's unkeyed records go to one partition (as a Java producer's sticky
+    partitioner does with a batch), and successive requests spread over the partitions
+    that have a leader.
+    """
+
+    def __init__(self) -> None:
+        self._turns: dict[str, Iterator[int]] = {}
+
+    def next(self, topic: str, metadata: TopicMetadata) -> int:
+        turns = self._turns.get(topic)
+        if turns is None:
+            turns = self._turns[topic] = itertools.count()
+        led = sorted(p for p, info in metadata.partitions.items() if info.leader >= 0)
+        candidates = led or sorted(metadata.partitions)
+        return candidates[next(turns) % len(candidates)]
+
+
 @dataclass
 class Services:
     config: RestConfig
@@ -20,6 +43,7 @@ class Services:
     admin: KafkaAdmin
     consumers: ConsumerInstances
     schemas: SchemaCodecs | None
+    partitions: UnkeyedPartitions = field(default_factory=UnkeyedPartitions)
 
 
 def services(request: Request) -> Services:

@@ -212,3 +212,28 @@ def test_keyed_records_are_partitioned_as_java_clients_do(rest: httpx.Client, br
     partitions = [o["partition"] for o in answer.json()["offsets"]]
     assert partitions == [(murmur2(k) & 0x7FFFFFFF) % 4 for k in keys]
     assert len(set(partitions)) > 1
+
+
+def test_unkeyed_requests_go_to_one_partition_each_in_turn(rest: httpx.Client, broker: Any,
+                                                          topic_name: str) -> None:
+    """Each request's unkeyed records land on one partition, in request order; successive
+    requests go to the next partition (the proxy's one-call produce path)."""
+    create_topic(broker.bootstrap, topic_name, partitions=3)
+    answers = []
+    for request in range(3):
+        answer = rest.post(f"/topics/{topic_name}", headers={"Content-Type": JSON_V2},
+                           json={"records": [{"value": [request, i]} for i in range(50)]})
+        assert answer.status_code == 200, answer.text
+        answers.append(answer.json()["offsets"])
+    for offsets in answers:
+        assert len({o["partition"] for o in offsets}) == 1
+        assert [o["offset"] for o in offsets] == list(range(50))
+        assert all(o["error_code"] is None for o in offsets)
+    assert sorted(offsets[0]["partition"] for offsets in answers) == [0, 1, 2]
+    messages = read_back(broker.bootstrap, topic_name, 150, partitions=3)
+    by_partition: dict[int, list[Any]] = {}
+    for message in messages:
+        by_partition.setdefault(message.partition(), []).append(json.loads(message.value()))
+    for offsets in answers:
+        request = by_partition[offsets[0]["partition"]][0][0]
+        assert by_partition[offsets[0]["partition"]] == [[request, i] for i in range(50)]
