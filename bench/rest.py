@@ -11,6 +11,8 @@ with 6 partitions, then per round:
 - ``native``: one confluent-kafka producer with the proxy's settings (acks=all, idempotent,
   linger 5 ms) produces the same N record values and flushes.
 
+The proxy's own CPU time per record (``proxy_cpu_us_per_record``, from /proc) is printed
+too: on a shared machine it says more than records/s, which depend on who else has the cores.
 The request body is encoded once, before the clock starts, so the client's own JSON work is
 not timed; the clients still share the machine's cores with the proxy and the broker, as
 they would on one host. Each loop stops at N records or S seconds, whichever comes first.
@@ -27,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -61,6 +64,12 @@ class BenchProxy:
                 time.sleep(0.1)
         self.close()
         raise RuntimeError("the REST proxy did not answer within 30 s")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the proxy process so far (all its threads)."""
+        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         self.proc.terminate()
@@ -167,8 +176,14 @@ def main() -> None:
                 topic = f"bench-rest-{mode}-{rep}"
                 create_topic(broker.bootstrap, topic)
                 if mode == "rest":
+                    cpu_before, client_before = proxy.cpu_seconds(), time.process_time()
                     line = asyncio.run(through_proxy(proxy.url, topic, args.records,
                                                      args.clients, args.batch, args.seconds))
+                    cpu = proxy.cpu_seconds() - cpu_before
+                    line["client_cpu_s"] = round(time.process_time() - client_before, 2)
+                    line["proxy_cpu_s"] = round(cpu, 2)
+                    line["proxy_cpu_us_per_record"] = round(cpu / max(1, line["records"]) * 1e6,
+                                                            1)
                 else:
                     line = native(broker.bootstrap, topic, args.records, args.batch,
                                   args.seconds)
