@@ -7,6 +7,8 @@ the command runs, so the rest of the CLI works without them.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
 
 import click
@@ -50,12 +52,20 @@ def rest(bootstrap: str, listen: str, schema_registry: str | None, instance_time
         raise CliError(f"the REST Proxy needs the rest extra: pip install 'moldau[rest]' "
                        f"({exc.name} is missing)") from None
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
+    # librdkafka's informational lines (telemetry, connections) are noise in a service log;
+    # MOLDAU_CLIENT_LOG=1 shows them, as for the CLI's commands.
+    if not os.environ.get("MOLDAU_CLIENT_LOG"):
+        logging.getLogger("moldau.rest.librdkafka").setLevel(logging.WARNING)
     config = RestConfig(bootstrap=bootstrap, schema_registry_url=schema_registry,
                         instance_timeout_ms=instance_timeout_ms,
                         max_request_bytes=max_request_bytes)
-    server = uvicorn.Server(uvicorn.Config(build_app(config), host=host, port=port,
-                                           access_log=False, log_level="info",
-                                           lifespan="on"))
-    server.run()
+    # Bind first, so a taken port or a bad address is one Error line, as for the broker.
+    try:
+        listener = socket.create_server((host, port))
+    except OSError as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    server = uvicorn.Server(uvicorn.Config(build_app(config), access_log=False,
+                                           log_level="info", lifespan="on"))
+    server.run(sockets=[listener])
     if not server.started:
-        raise CliError(f"the REST Proxy could not listen on {host}:{port}")
+        raise CliError("the REST Proxy stopped during start-up (see the log above)")
