@@ -237,3 +237,27 @@ def test_unkeyed_requests_go_to_one_partition_each_in_turn(rest: httpx.Client, b
     for offsets in answers:
         request = by_partition[offsets[0]["partition"]][0][0]
         assert by_partition[offsets[0]["partition"]] == [[request, i] for i in range(50)]
+
+
+def test_records_over_max_bytes_wait_for_the_next_poll(rest: httpx.Client, broker: Any,
+                                                       topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name)
+    rest.post(f"/topics/{topic_name}", headers={"Content-Type": BINARY_V2},
+              json={"records": [{"value": b64(bytes([i]) * 100)} for i in range(5)]})
+    group = f"group-{topic_name}"
+    base = f"/consumers/{group}/instances/small"
+    rest.post(f"/consumers/{group}", headers={"Content-Type": V2},
+              json={"name": "small", "auto.offset.reset": "earliest"})
+    rest.post(f"{base}/assignments", headers={"Content-Type": V2},
+              json={"partitions": [{"topic": topic_name, "partition": 0}]})
+    polls: list[list[int]] = []
+    deadline = time.monotonic() + 30
+    while sum(len(p) for p in polls) < 5 and time.monotonic() < deadline:
+        answer = rest.get(f"{base}/records", params={"timeout": 1000, "max_bytes": 250},
+                          headers={"Accept": BINARY_V2})
+        offsets = [r["offset"] for r in answer.json()]
+        if offsets:
+            polls.append(offsets)
+    assert [o for p in polls for o in p] == [0, 1, 2, 3, 4]
+    assert max(len(p) for p in polls) <= 2
+    assert rest.delete(base).status_code == 204
