@@ -107,11 +107,9 @@ class ConsumerInstances:
             raise unprocessable("Invalid consumer configuration: name must be a string", 42204)
         if fmt not in EMBEDDED_FORMATS:
             raise unprocessable(f"Invalid consumer configuration: unknown format {fmt}", 42204)
-        if fmt in ("avro", "jsonschema", "protobuf") and (
-                self.schemas is None or fmt == "protobuf"):
+        if fmt in ("avro", "jsonschema", "protobuf") and self.schemas is None:
             raise unprocessable(f"Invalid consumer configuration: format {fmt} needs a "
-                                "schema registry (--schema-registry); protobuf is not "
-                                "supported", 42204)
+                                "schema registry (--schema-registry)", 42204)
         if (group, name) in self._instances:
             raise RestError(409, 40902, "Consumer with specified consumer ID already exists "
                                         "in the specified consumer group.")

@@ -1,4 +1,4 @@
-"""The schema formats (avro, jsonschema) through the REST Proxy and a real Schema Registry.
+"""Schema formats (avro, jsonschema, protobuf) through the REST Proxy and a real registry.
 
 The registry is ``moldau registry`` (its own branch, merged separately): started here on a
 free port when this checkout has it, or the one at ``MOLDAU_TEST_SCHEMA_REGISTRY`` (a URL)
@@ -24,7 +24,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 
 from tests.helpers import free_port, terminate
 from tests.helpers.rest_proxy import RestProxyProcess
@@ -33,6 +35,8 @@ from .conftest import create_topic
 
 AVRO_V2 = "application/vnd.kafka.avro.v2+json"
 JSONSCHEMA_V2 = "application/vnd.kafka.jsonschema.v2+json"
+PROTOBUF_V2 = "application/vnd.kafka.protobuf.v2+json"
+PROTO = 'syntax = "proto3"; package shop; message Item { string name = 1; int32 qty = 2; }'
 V2 = "application/vnd.kafka.v2+json"
 ORDER = json.dumps({"type": "record", "name": "Order", "fields": [
     {"name": "item", "type": "string"}, {"name": "qty", "type": "int"}]})
@@ -176,3 +180,56 @@ def test_schema_mistakes(schema_rest: httpx.Client, broker: Any, topic_name: str
                             json={"value_schema": ORDER,
                                   "records": [{"value": {"item": "ok", "qty": 1}}]})
     assert fine.status_code == 200, fine.text
+
+
+def shop_item_class() -> Any:
+    """The test's own compiled class of PROTO, independent of the proxy's."""
+    file_proto = descriptor_pb2.FileDescriptorProto(name="shop_item.proto", package="shop",
+                                                    syntax="proto3")
+    message = file_proto.message_type.add(name="Item")
+    message.field.add(name="name", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                      label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    message.field.add(name="qty", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
+                      label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file_proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Item"))
+
+
+def test_protobuf_produce_read_back_and_consume(schema_rest: httpx.Client, broker: Any,
+                                                topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name)
+    first = schema_rest.post(f"/topics/{topic_name}", headers={"Content-Type": PROTOBUF_V2},
+                             json={"value_schema": PROTO,
+                                   "records": [{"value": {"name": "book", "qty": 2}}]})
+    assert first.status_code == 200, first.text
+    schema_id = first.json()["value_schema_id"]
+    second = schema_rest.post(f"/topics/{topic_name}", headers={"Content-Type": PROTOBUF_V2},
+                              json={"value_schema_id": schema_id,
+                                    "records": [{"value": {"name": "pen", "qty": 5}}]})
+    assert second.status_code == 200, second.text
+    bad = schema_rest.post(f"/topics/{topic_name}", headers={"Content-Type": PROTOBUF_V2},
+                           json={"value_schema_id": schema_id,
+                                 "records": [{"value": {"name": "x", "qty": "many"}}]})
+    assert (bad.status_code, bad.json()["error_code"]) == (422, 42203)
+
+    deserializer = ProtobufDeserializer(shop_item_class(), {"use.deprecated.format": False})
+    values = read_values(broker.bootstrap, topic_name, 2, deserializer)
+    assert [json_format.MessageToDict(v) for v in values] == [
+        {"name": "book", "qty": 2}, {"name": "pen", "qty": 5}]
+
+    group = f"group-{topic_name}"
+    base = f"/consumers/{group}/instances/proto-reader"
+    schema_rest.post(f"/consumers/{group}", headers={"Content-Type": V2}, json={
+        "name": "proto-reader", "format": "protobuf", "auto.offset.reset": "earliest"})
+    schema_rest.post(f"{base}/assignments", headers={"Content-Type": V2},
+                     json={"partitions": [{"topic": topic_name, "partition": 0}]})
+    read: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(read) < 2 and time.monotonic() < deadline:
+        answer = schema_rest.get(f"{base}/records", params={"timeout": 1000},
+                                 headers={"Accept": PROTOBUF_V2})
+        assert answer.status_code == 200, answer.text
+        read += [r["value"] for r in answer.json()]
+    assert read == [{"name": "book", "qty": 2}, {"name": "pen", "qty": 5}]
+    assert schema_rest.delete(base).status_code == 204
