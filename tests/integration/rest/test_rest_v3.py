@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 from typing import Any
 
 import httpx
 from confluent_kafka import Consumer, TopicPartition
+
+from tests.helpers.rest_proxy import RestProxyProcess
 
 from .conftest import create_topic, read_back
 
@@ -171,3 +174,27 @@ def test_consumer_groups_consumers_and_lag(rest: httpx.Client, broker: Any, clus
         consumer.close()
     missing = rest.get(f"/v3/clusters/{cluster_id}/consumer-groups/no-such-group-{topic_name}")
     assert missing.status_code == 404 and missing.json()["error_code"] == 404
+
+
+def test_streaming_produce_answers_while_the_client_is_still_sending(
+        rest_proxy: RestProxyProcess, broker: Any, cluster_id: str, topic_name: str) -> None:
+    """A chunked request: each record's answer arrives before the next record is sent."""
+    create_topic(broker.bootstrap, topic_name)
+    with socket.create_connection(("127.0.0.1", rest_proxy.port), timeout=30) as sock:
+        sock.sendall(
+            f"POST /v3/clusters/{cluster_id}/topics/{topic_name}/records HTTP/1.1\r\n"
+            "Host: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n".encode())
+        received = b""
+        for n in range(3):
+            record = json.dumps({"value": {"type": "JSON", "data": n}}).encode() + b"\n"
+            sock.sendall(b"%x\r\n%s\r\n" % (len(record), record))
+            while received.count(b'"error_code":200') <= n:
+                data = sock.recv(65536)
+                assert data, f"the proxy closed the stream; got {received!r}"
+                received += data
+            assert b'"offset":%d' % n in received
+        sock.sendall(b"0\r\n\r\n")
+    assert received.startswith(b"HTTP/1.1 200")
+    assert [json.loads(m.value()) for m in read_back(broker.bootstrap, topic_name, 3)] == [
+        0, 1, 2]

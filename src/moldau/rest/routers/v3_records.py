@@ -1,9 +1,11 @@
 """v3 produce: ``POST /v3/clusters/{id}/topics/{topic}/records``, one record or a stream.
 
-The body is one ProduceRequest JSON object, or several one after the other (streaming
-produce); each gets one JSON answer, in order, newline-separated. A record that cannot be
-produced gets an error object (``{"error_code": 400, "message": ...}``) in its place and the
-others are still produced; a single-record request answers with that error's status.
+The body is one ProduceRequest JSON object, or several one after the other; each gets one
+JSON answer, in order, newline-separated. A record that cannot be produced gets an error
+object (``{"error_code": 400, "message": ...}``) in its place and the others are still
+produced; a single-record request answers with that error's status. A chunked request body
+is streaming produce: the answer (200) is streamed too, each record answered as soon as it is
+written while the client goes on sending.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import codecs
 import datetime
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from ..errors import RestError
 from ..jsonbody import dumps, read_body, v3_json
@@ -131,18 +136,9 @@ def _record(svc: Services, topic: str, partitions: set[int], request: Any
     return record, key_block, value_block
 
 
-async def produce_records(request: Request) -> Response:
-    svc = services(request)
-    cid = await checked_cluster(request)
-    topic_name = request.path_params["topic"]
-    requests = _objects(await read_body(request))
-    if not requests:
-        raise RestError(400, 400, "The request body is empty")
-    topic = await svc.admin.topic(topic_name)
-    if topic is None:
-        raise RestError(404, 404, f"This server does not host this topic-partition: "
-                                  f"{topic_name}")
-    partitions = set(topic.partitions)
+async def _produce_all(svc: Services, cid: str, topic_name: str, partitions: set[int],
+                       requests: list[Any]) -> list[tuple[int, dict[str, Any]]]:
+    """Produce the records of ``requests``; one (status, answer) each, in order."""
 
     def encode_all() -> list[Any]:
         encoded: list[Any] = []
@@ -173,6 +169,84 @@ async def produce_records(request: Request) -> Response:
             "partition_id": delivery.partition, "offset": delivery.offset,
             "timestamp": _iso(delivery.timestamp_ms), "key": item[1], "value": item[2],
         }))
+    return answers
+
+
+def _complete_objects(text: str) -> tuple[list[Any], str]:
+    """The complete JSON values at the start of ``text``, and the rest (incomplete)."""
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    index = 0
+    while True:
+        while index < len(text) and text[index].isspace():
+            index += 1
+        try:
+            value, index = decoder.raw_decode(text, index)
+        except json.JSONDecodeError:
+            return values, text[index:]
+        values.append(value)
+
+
+async def _streamed_answers(request: Request, svc: Services, cid: str, topic_name: str,
+                            partitions: set[int]) -> AsyncIterator[bytes]:
+    """Streaming produce: answer each record as soon as it is written, while the client is
+    still sending. What is buffered unparsed stays under ``--max-request-bytes``."""
+    limit = svc.config.max_request_bytes
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    try:
+        async for chunk in request.stream():
+            pending += text.decode(chunk)
+            requests, pending = _complete_objects(pending)
+            if requests:
+                for _, answer in await _produce_all(svc, cid, topic_name, partitions,
+                                                    requests):
+                    yield dumps(answer) + b"\n"
+            if len(pending) > limit:
+                yield dumps({"error_code": 413, "message": f"A record is larger than the "
+                                                           f"limit of {limit} bytes"}) + b"\n"
+                return
+    except ClientDisconnect:
+        return  # the client went away mid-stream: what it sent so far is produced
+    if pending.strip():
+        yield dumps({"error_code": 400, "message": "Malformed JSON at the end of the "
+                                                   "stream"}) + b"\n"
+
+
+class _AnswerStream(Response):
+    """Sends the answers as the generator yields them.
+
+    Not Starlette's StreamingResponse: that one reads ``receive`` itself to notice a client
+    going away, which would take the request body chunks the generator is reading.
+    """
+
+    def __init__(self, answers: AsyncIterator[bytes]) -> None:
+        super().__init__(media_type="application/json")
+        self.answers = answers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(k, v) for k, v in self.raw_headers if k != b"content-length"]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        async for answer in self.answers:
+            await send({"type": "http.response.body", "body": answer, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def produce_records(request: Request) -> Response:
+    svc = services(request)
+    cid = await checked_cluster(request)
+    topic_name = request.path_params["topic"]
+    topic = await svc.admin.topic(topic_name)
+    if topic is None:
+        raise RestError(404, 404, f"This server does not host this topic-partition: "
+                                  f"{topic_name}")
+    partitions = set(topic.partitions)
+    if "chunked" in request.headers.get("transfer-encoding", "").lower():
+        return _AnswerStream(_streamed_answers(request, svc, cid, topic_name, partitions))
+    requests = _objects(await read_body(request))
+    if not requests:
+        raise RestError(400, 400, "The request body is empty")
+    answers = await _produce_all(svc, cid, topic_name, partitions, requests)
     if len(answers) == 1:
         status, answer = answers[0]
         return v3_json(answer, status=status)
