@@ -28,6 +28,9 @@ def test_clusters(rest: httpx.Client, cluster_id: str) -> None:
     assert missing.status_code == 404 and missing.json()["error_code"] == 404
     brokers = rest.get(f"/v3/clusters/{cluster_id}/brokers").json()["data"]
     assert len(brokers) == 1 and brokers[0]["kind"] == "KafkaBroker"
+    one = rest.get(f"/v3/clusters/{cluster_id}/brokers/{brokers[0]['broker_id']}").json()
+    assert one == brokers[0]
+    assert rest.get(f"/v3/clusters/{cluster_id}/brokers/999").status_code == 404
 
 
 def test_topic_create_get_list_delete(rest: httpx.Client, cluster_id: str,
