@@ -47,16 +47,8 @@ def unprocessable(message: str, error_code: int = 422) -> RestError:
     return RestError(422, error_code, message)
 
 
-def bad_request(message: str, error_code: int = 400) -> RestError:
-    return RestError(400, error_code, message)
-
-
 def unsupported_media_type(content_type: str | None) -> RestError:
     return RestError(415, 415, f"HTTP 415 Unsupported Media Type: {content_type or 'none'}")
-
-
-def kafka_error(message: str) -> RestError:
-    return RestError(500, 50002, f"Kafka error: {message}")
 
 
 def error_response(request: Request | None, status: int, error_code: int,
