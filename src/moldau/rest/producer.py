@@ -200,9 +200,15 @@ class SharedProducer:
         pending = _OnePartitionRequest(asyncio.get_running_loop())
         messages = [{"value": value} for value in values]
         # Records that did not fit in the queue carry an _error, read below.
-        with contextlib.suppress(BufferError):
-            self._producer.produce_batch(topic, messages, partition=partition,
-                                         on_delivery=pending.delivered)
+        try:
+            with contextlib.suppress(BufferError):
+                self._producer.produce_batch(topic, messages, partition=partition,
+                                             on_delivery=pending.delivered)
+        except KafkaException as exc:  # refused whole: every record gets the error
+            err = exc.args[0] if exc.args else None
+            failed = (_failed(err) if isinstance(err, KafkaError)
+                      else Delivery(None, None, None, KAFKA_ERROR, str(exc)))
+            return [failed] * len(messages)
         results: list[Delivery | None] = [None] * len(messages)
         queued = []
         for index, message in enumerate(messages):
