@@ -14,8 +14,9 @@ BENCH_ARGS ?=
 # Debian packages the tests call (kcat is a real-world client the tests drive; Java runs
 # Spark and PostgreSQL stores the activity pipeline's counts in tests/spark; zookeeper is the
 # ZooKeeper server the cluster tests start; iproute2 and nftables build and cut the network
-# namespaces of the partition tests; chromium and chromium-driver the console's browser tests).
-APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables chromium chromium-driver
+# namespaces of the partition tests; chromium and chromium-driver the console's browser tests;
+# curl the README's REST Proxy examples).
+APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables chromium chromium-driver curl
 
 # `make run REGISTRY=1`: also a Schema Registry (moldau registry) on 127.0.0.1:REGISTRY_PORT,
 # started once the broker listens and stopped with it by Ctrl-C.

@@ -17,6 +17,7 @@ from .log_tools import log_group
 from .pipeline import pipeline_group
 from .produce import produce
 from .registry_cmd import registry
+from .rest_cmd import rest
 from .top import top
 from .topic import topic_group
 from .transaction import transaction_group
@@ -67,6 +68,7 @@ cli.add_command(transaction_group)
 cli.add_command(registry)
 cli.add_command(console)
 cli.add_command(top)
+cli.add_command(rest)
 
 
 def main() -> None:

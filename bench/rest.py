@@ -1,0 +1,209 @@
+"""Records/s produced through the REST Proxy against native produce, same run, as JSON.
+
+    python -m bench.rest [--records N] [--clients C] [--batch B] [--seconds S] [--reps R]
+
+Starts a broker and a REST Proxy (``moldau rest``) on free loopback ports, creates a topic
+with 6 partitions, then per round:
+
+- ``rest``: C concurrent httpx clients POST v2 JSON produce requests
+  (``application/vnd.kafka.json.v2+json``) of B records each until N records are acknowledged
+  (every answer's offsets are checked for errors);
+- ``native``: one confluent-kafka producer with the proxy's settings (acks=all, idempotent,
+  linger 5 ms) produces the same N record values and flushes.
+
+The proxy's own CPU time per record (``proxy_cpu_us_per_record``, from /proc) is printed
+too: on a shared machine it says more than records/s, which depend on who else has the cores.
+The request body is encoded once, before the clock starts, so the client's own JSON work is
+not timed; the clients still share the machine's cores with the proxy and the broker, as
+they would on one host. Each loop stops at N records or S seconds, whichever comes first.
+Prints one JSON line per measurement and a ``summary`` line with the medians and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .broker_proc import BenchBroker, free_port
+
+PARTITIONS = 6
+
+
+def record_values(batch: int) -> list[dict[str, Any]]:
+    return [{"id": i, "user": f"user-{i}", "amount": 12.5, "tags": ["a", "b"]}
+            for i in range(batch)]
+
+
+class BenchProxy:
+    def __init__(self, bootstrap: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "moldau", "rest", "-b", bootstrap,
+             "--listen", f"127.0.0.1:{self.port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/v3/clusters", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.close()
+        raise RuntimeError("the REST proxy did not answer within 30 s")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the proxy process so far (all its threads)."""
+        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values()
+    future.result(timeout=30)
+
+
+async def through_proxy(url: str, topic: str, records: int, clients: int, batch: int,
+                        seconds: float) -> dict[str, Any]:
+    body = orjson.dumps({"records": [{"value": v} for v in record_values(batch)]})
+    headers = {"Content-Type": "application/vnd.kafka.json.v2+json"}
+    requests = records // batch
+    issued = 0
+    acked = 0
+    errors = 0
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds
+
+    async def client() -> None:
+        nonlocal issued, acked, errors
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            # One request object, sent again and again: the body and headers are built once.
+            request = http.build_request("POST", f"/topics/{topic}", content=body,
+                                         headers=headers)
+            while issued < requests and time.monotonic() < deadline:
+                issued += 1
+                sent = time.perf_counter()
+                answer = await http.send(request)
+                latencies.append(time.perf_counter() - sent)
+                offsets = (orjson.loads(answer.content)["offsets"]
+                           if answer.status_code == 200 else [])
+                good = sum(1 for o in offsets if o["error_code"] is None)
+                acked += good
+                errors += batch - good
+
+    # Warm-up: connections, metadata and the producer's id before the clock starts.
+    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+        await http.post(f"/topics/{topic}", content=body, headers=headers)
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {"mode": "rest", "records": acked, "errors": errors, "seconds": round(elapsed, 3),
+            "records_per_s": round(acked / elapsed),
+            "request_p50_ms": round(latencies[len(latencies) // 2] * 1000, 1),
+            "request_p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 1)}
+
+
+def native(bootstrap: str, topic: str, records: int, batch: int,
+           seconds: float) -> dict[str, Any]:
+    values = [orjson.dumps(v) for v in record_values(batch)]
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5,
+                         "queue.buffering.max.messages": 1_000_000})
+    producer.produce(topic, values[0])
+    producer.flush(30)
+    failed = 0
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+
+    started = time.perf_counter()
+    deadline = time.monotonic() + seconds
+    sent = 0
+    while sent < records and time.monotonic() < deadline:
+        for value in values:
+            try:
+                producer.produce(topic, value, on_delivery=on_delivery)
+            except BufferError:
+                producer.poll(0.01)
+                producer.produce(topic, value, on_delivery=on_delivery)
+            sent += 1
+        producer.poll(0)
+    left = producer.flush(max(1.0, deadline - time.monotonic() + 30))
+    elapsed = time.perf_counter() - started
+    acked = sent - left - failed
+    return {"mode": "native", "records": acked, "errors": failed + left,
+            "seconds": round(elapsed, 3), "records_per_s": round(acked / elapsed)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=60.0, help="bound of each loop")
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    broker = BenchBroker("group.initial.rebalance.delay.ms=0")
+    proxy = None
+    try:
+        proxy = BenchProxy(broker.bootstrap)
+        results: dict[str, list[int]] = {"rest": [], "native": []}
+        for rep in range(args.reps):
+            for mode in ("rest", "native"):
+                topic = f"bench-rest-{mode}-{rep}"
+                create_topic(broker.bootstrap, topic)
+                if mode == "rest":
+                    cpu_before, client_before = proxy.cpu_seconds(), time.process_time()
+                    line = asyncio.run(through_proxy(proxy.url, topic, args.records,
+                                                     args.clients, args.batch, args.seconds))
+                    cpu = proxy.cpu_seconds() - cpu_before
+                    line["client_cpu_s"] = round(time.process_time() - client_before, 2)
+                    line["proxy_cpu_s"] = round(cpu, 2)
+                    line["proxy_cpu_us_per_record"] = round(cpu / max(1, line["records"]) * 1e6,
+                                                            1)
+                else:
+                    line = native(broker.bootstrap, topic, args.records, args.batch,
+                                  args.seconds)
+                line.update(rep=rep, batch=args.batch, clients=args.clients)
+                results[mode].append(line["records_per_s"])
+                print(json.dumps(line), flush=True)
+        rest, nat = (statistics.median(results[m]) for m in ("rest", "native"))
+        print(json.dumps({"summary": True, "rest_records_per_s": rest,
+                          "native_records_per_s": nat, "rest_over_native": round(rest / nat, 3),
+                          "target_records_per_s": 50_000, "cpus": os.cpu_count(),
+                          "load_average": [round(x, 2) for x in os.getloadavg()]}), flush=True)
+    finally:
+        if proxy is not None:
+            proxy.close()
+        broker.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""One module per resource; each exports ``routes`` for the app to mount."""
