@@ -18,21 +18,29 @@ BENCH_ARGS ?=
 # curl the README's REST Proxy examples).
 APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables chromium chromium-driver curl
 
-# `make run REGISTRY=1`: also a Schema Registry (moldau registry) on 127.0.0.1:REGISTRY_PORT,
-# started once the broker listens and stopped with it by Ctrl-C.
-REGISTRY ?=
+# `make run REGISTRY=1 REST=1 CONSOLE=1` (or `make run ALL=1`): also a Schema Registry
+# (moldau registry, 127.0.0.1:REGISTRY_PORT), a REST Proxy (moldau rest, REST_PORT, using that
+# registry when it runs) and the web console (moldau console, CONSOLE_PORT), each started once
+# the broker listens and stopped with it by Ctrl-C.
+ALL ?=
+REGISTRY ?= $(ALL)
+REST ?= $(ALL)
+CONSOLE ?= $(ALL)
 REGISTRY_PORT ?= 8081
-REGISTRY_STAMP := $(VENV)/.stamp-registry
+REST_PORT ?= 8082
+CONSOLE_PORT ?= 9021
+SERVICES_STAMP := $(VENV)/.stamp-services
+SERVICES := $(if $(REGISTRY),registry-after-broker) $(if $(REST),rest-after-broker) $(if $(CONSOLE),console-after-broker)
 
 # `make fuzz`: the long wire-fuzz run (tests/fuzz); figures are printed as JSON at the end.
 FUZZ_FRAMES ?= 1000000
 FUZZ_SECONDS ?= 3600
 FUZZ_SEED ?= 1
 
-.PHONY: run registry-after-broker test test-long-faults lint bench fuzz pipeline verify verify-txn apt-deps clean-venv
+.PHONY: run registry-after-broker rest-after-broker console-after-broker test test-long-faults lint bench fuzz pipeline verify verify-txn apt-deps clean-venv
 
-run: $(RUN_STAMP) $(if $(REGISTRY),$(REGISTRY_STAMP))
-	@if [ -n "$(REGISTRY)" ]; then $(MAKE) --no-print-directory registry-after-broker & fi
+run: $(RUN_STAMP) $(if $(strip $(SERVICES)),$(SERVICES_STAMP))
+	@for service in $(SERVICES); do $(MAKE) --no-print-directory $$service & done
 	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA)
 
 test: $(TEST_STAMP) apt-deps
@@ -111,13 +119,23 @@ $(BIN)/python:
 	fi
 	$(PYTHON) -m venv $(VENV)
 
-# The registry of `make run REGISTRY=1`: waits (bounded) for the broker's port, then runs.
+# The services of `make run REGISTRY=1 REST=1 CONSOLE=1`: each waits (bounded) for the
+# broker's port, then runs in the foreground of its own background make.
+WAIT_FOR_BROKER = for i in $$(seq 300); do $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', $(PORT)), 1)" 2>/dev/null && break; sleep 0.2; done
 registry-after-broker:
-	@for i in $$(seq 300); do $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', $(PORT)), 1)" 2>/dev/null && break; sleep 0.2; done
+	@$(WAIT_FOR_BROKER)
 	$(BIN)/moldau registry -b 127.0.0.1:$(PORT) --listen 127.0.0.1:$(REGISTRY_PORT)
 
-$(REGISTRY_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[registry]'
+rest-after-broker:
+	@$(WAIT_FOR_BROKER)
+	$(BIN)/moldau rest -b 127.0.0.1:$(PORT) --listen 127.0.0.1:$(REST_PORT) $(if $(REGISTRY),--schema-registry http://127.0.0.1:$(REGISTRY_PORT))
+
+console-after-broker:
+	@$(WAIT_FOR_BROKER)
+	$(BIN)/moldau console -b 127.0.0.1:$(PORT) --listen 127.0.0.1:$(CONSOLE_PORT) $(if $(REGISTRY),--schema-registry http://127.0.0.1:$(REGISTRY_PORT))
+
+$(SERVICES_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e '.[registry,rest,console]'
 	touch $@
 
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
