@@ -91,6 +91,17 @@ class _LowWatermarkWaiter:
         self.future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
 
 
+class IsrChangeCounts:
+    """ISR shrinks and expands decided by this broker as leader, over all its partitions
+    (Kafka's IsrShrinksPerSec / IsrExpandsPerSec; read by the metrics endpoint)."""
+
+    __slots__ = ("expands", "shrinks")
+
+    def __init__(self) -> None:
+        self.shrinks = 0
+        self.expands = 0
+
+
 class Partition:
     """Role, epoch, ISR, follower positions, high watermark and acks waiters of a partition."""
 
@@ -101,6 +112,7 @@ class Partition:
         *,
         on_committed: Callable[[TopicPartition, int, int], None] | None = None,
         on_isr_change: Callable[[Partition, frozenset[int]], None] | None = None,
+        isr_counts: IsrChangeCounts | None = None,
     ) -> None:
         """A partition hosted here, a follower of nobody until :meth:`make_leader` or
         :meth:`make_follower` (the replica manager makes a single broker leader at once).
@@ -127,6 +139,7 @@ class Partition:
         self._uncommitted_bytes = 0
         self._on_committed = on_committed
         self._on_isr_change = on_isr_change
+        self._isr_counts = isr_counts
         #: Set in a cluster: called after every append as leader, to wake follower fetches
         #: waiting for data above the high watermark.
         self.on_leader_append: Callable[[TopicPartition, int], None] | None = None
@@ -392,6 +405,11 @@ class Partition:
             return ErrorCode.not_enough_replicas_after_append
         return ErrorCode.none
 
+    @property
+    def acks_waiting(self) -> int:
+        """Produce requests (acks=all) waiting here for the ISR: the produce purgatory."""
+        return len(self._waiters)
+
     def wait_for_acks(self, end_offset: int) -> asyncio.Future[ErrorCode]:
         """A future with :meth:`acks_reached`'s answer, set once the high watermark reaches
         ``end_offset`` (or leadership is lost)."""
@@ -510,6 +528,12 @@ class Partition:
         return out
 
     def _change_isr(self, new_isr: frozenset[int]) -> None:
+        counts = self._isr_counts
+        if counts is not None:
+            if new_isr < self.isr:
+                counts.shrinks += 1
+            elif new_isr > self.isr:
+                counts.expands += 1
         if self.propose_isr is not None:
             # In a cluster ZooKeeper holds the ISR: a change counts once written there (it
             # comes back through ``set_isr``). A grown ISR is used at once, which only makes
