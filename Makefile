@@ -3,6 +3,7 @@
 
 PYTHON ?= python3
 PORT ?= 9092
+METRICS_PORT ?= 9644
 DATA ?= ./data
 VENV := .venv
 BIN := $(VENV)/bin
@@ -33,7 +34,8 @@ FUZZ_SEED ?= 1
 
 run: $(RUN_STAMP) $(if $(REGISTRY),$(REGISTRY_STAMP))
 	@if [ -n "$(REGISTRY)" ]; then $(MAKE) --no-print-directory registry-after-broker & fi
-	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA)
+	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA) \
+		--override metrics.listener=http://127.0.0.1:$(METRICS_PORT)
 
 test: $(TEST_STAMP) apt-deps
 	@# pytest exits 5 when it collects no test: an empty suite is not a failure here.

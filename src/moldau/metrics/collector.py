@@ -200,10 +200,10 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily("moldau_active_controller", "1 on the active controller "
                                 "(a lone broker is its own) (Kafka: ActiveControllerCount).",
                                 value=1 if controller else 0)
-        yield CounterMetricFamily("moldau_isr_shrinks", "ISR shrinks decided by this broker "
+        yield CounterMetricFamily("moldau_isr_shrinks", "ISR shrinks applied by this broker "
                                   "as leader (Kafka: IsrShrinksPerSec).",
                                   value=replicas.isr_changes.shrinks)
-        yield CounterMetricFamily("moldau_isr_expands", "ISR expands decided by this broker "
+        yield CounterMetricFamily("moldau_isr_expands", "ISR expands applied by this broker "
                                   "as leader (Kafka: IsrExpandsPerSec).",
                                   value=replicas.isr_changes.expands)
         purgatory = GaugeMetricFamily("moldau_purgatory_size", "Requests waiting in a "

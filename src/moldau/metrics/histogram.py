@@ -22,17 +22,18 @@ DEFAULT_BOUNDS_S: tuple[float, ...] = (
 class DurationHistogram:
     """Counts of durations (given in nanoseconds) per bucket, their sum and their count."""
 
-    __slots__ = ("_bounds_ns", "bounds_s", "counts", "sum_ns")
+    __slots__ = ("bounds_ns", "bounds_s", "counts", "sum_ns")
 
     def __init__(self, bounds_s: tuple[float, ...] = DEFAULT_BOUNDS_S) -> None:
         self.bounds_s = bounds_s
-        self._bounds_ns = [int(b * 1e9) for b in bounds_s]
+        #: The bounds in nanoseconds, for ``bisect_left`` (hot callers may inline observe).
+        self.bounds_ns = [int(b * 1e9) for b in bounds_s]
         #: counts[i]: durations <= bounds_s[i] and above the bound before; the last: above all.
         self.counts = [0] * (len(bounds_s) + 1)
         self.sum_ns = 0
 
     def observe(self, duration_ns: int) -> None:
-        self.counts[bisect_left(self._bounds_ns, duration_ns)] += 1
+        self.counts[bisect_left(self.bounds_ns, duration_ns)] += 1
         self.sum_ns += duration_ns
 
     @property

@@ -92,7 +92,7 @@ class _LowWatermarkWaiter:
 
 
 class IsrChangeCounts:
-    """ISR shrinks and expands decided by this broker as leader, over all its partitions
+    """ISR shrinks and expands applied by this broker as leader, over all its partitions
     (Kafka's IsrShrinksPerSec / IsrExpandsPerSec; read by the metrics endpoint)."""
 
     __slots__ = ("expands", "shrinks")
@@ -246,6 +246,8 @@ class Partition:
         new_isr = frozenset(isr)
         if self.local_id not in new_isr:
             raise ValueError(f"the ISR {sorted(new_isr)} of a leader must hold itself")
+        if self.role is Role.LEADER:  # still leading, at a new epoch (the controller's change)
+            self._count_isr_change(new_isr)
         self.role = Role.LEADER
         self.leader_id = self.local_id
         self.leader_epoch = epoch
@@ -527,23 +529,29 @@ class Partition:
             self._maybe_increment_high_watermark()
         return out
 
-    def _change_isr(self, new_isr: frozenset[int]) -> None:
+    def _count_isr_change(self, new_isr: frozenset[int]) -> None:
+        """Count an ISR change as it is applied here (a replica out: a shrink; in: an
+        expand), whoever decided it: this leader, or the controller through ZooKeeper."""
         counts = self._isr_counts
         if counts is not None:
-            if new_isr < self.isr:
+            if self.isr - new_isr:
                 counts.shrinks += 1
-            elif new_isr > self.isr:
+            if new_isr - self.isr:
                 counts.expands += 1
+
+    def _change_isr(self, new_isr: frozenset[int]) -> None:
         if self.propose_isr is not None:
             # In a cluster ZooKeeper holds the ISR: a change counts once written there (it
             # comes back through ``set_isr``). A grown ISR is used at once, which only makes
             # the high watermark wait for one more replica; a shrunk one is not, so no record
             # is committed by fewer replicas than ZooKeeper's ISR names.
             if new_isr >= self.isr:
+                self._count_isr_change(new_isr)
                 self.isr = new_isr
             self.propose_isr(self, new_isr)
             return
         old = self.isr
+        self._count_isr_change(new_isr)
         self.isr = new_isr
         log.info("%s-%d: ISR %s -> %s at epoch %d", self.topic, self.partition, sorted(old),
                  sorted(new_isr), self.leader_epoch)
@@ -590,6 +598,7 @@ class Partition:
         coming back through its watch, or the controller's)."""
         new = frozenset(isr)
         if self.role is Role.LEADER and new != self.isr and self.local_id in new:
+            self._count_isr_change(new)
             self.isr = new
             for replica in new:
                 state = self._followers.get(replica)

@@ -1,0 +1,155 @@
+"""What the metrics cost on the produce path: one broker with ``metrics.listener``, one
+without, in the same run, as JSON lines.
+
+    python -m bench.metrics_overhead [--quick] [--rounds N]
+
+Both brokers run side by side (free loopback ports, temporary dirs). Each round produces the
+same workloads to each broker, alternating which goes first, on a new topic each time:
+``batched`` (100 B records, acks=all, linger 5 ms: few large requests) and ``one_per_request``
+(100 B records, acks=all, one record per Produce request and one request in flight: the
+per-request cost of counting and timing shows most there). The metrics broker is scraped
+once a second during its runs, as an eager Prometheus would. Each sample gives records/s and the broker's CPU microseconds per
+record (less sensitive to the other load of a shared machine than throughput); the summary
+gives medians and ``on_over_off`` ratios (the target: throughput within 3 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+import urllib.request
+from typing import Any
+
+from confluent_kafka import Producer
+
+from .broker_proc import BenchBroker, free_port
+from .machine import load_average
+from .throughput import TIME_LIMIT_S, _create_topic
+
+#: Producer settings per workload (on top of acks=all).
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "batched": {"linger.ms": 5, "batch.size": 1_000_000},
+    "one_per_request": {"linger.ms": 0, "batch.num.messages": 1,
+                        "max.in.flight.requests.per.connection": 1},
+}
+
+
+def produce(bootstrap: str, topic: str, count: int, settings: dict[str, Any]
+            ) -> dict[str, Any]:
+    """Produce ``count`` records of 100 B (bounded by TIME_LIMIT_S); records/s and failures."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "queue.buffering.max.messages": 1_000_000,
+                         "queue.buffering.max.kbytes": 1_048_576, **settings})
+    failed = 0
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+
+    payload = b"x" * 100
+    start = time.perf_counter()
+    deadline = start + TIME_LIMIT_S
+    sent = 0
+    while sent < count and time.perf_counter() < deadline:
+        try:
+            producer.produce(topic, payload, on_delivery=on_delivery)
+            sent += 1
+        except BufferError:
+            producer.poll(0.01)
+    producer.flush(TIME_LIMIT_S)
+    elapsed = time.perf_counter() - start
+    return {"records": sent, "records_per_s": round(sent / elapsed), "failed": failed}
+
+
+class Scraper:
+    """Scrapes ``url`` once a second while running (a bounded loop: stops on ``stop``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            with urllib.request.urlopen(self.url, timeout=10) as response:
+                response.read()
+            self.scrapes += 1
+
+
+def run_one(broker: BenchBroker, metrics_url: str | None, workload: str, count: int
+            ) -> dict[str, Any]:
+    topic = _create_topic(broker.bootstrap, 6)
+    cpu0 = broker.cpu_seconds()
+    scraper = Scraper(metrics_url + "/metrics") if metrics_url else None
+    if scraper is not None:
+        with scraper:
+            result = produce(broker.bootstrap, topic, count, WORKLOADS[workload])
+    else:
+        result = produce(broker.bootstrap, topic, count, WORKLOADS[workload])
+    cpu = broker.cpu_seconds() - cpu0
+    return {"workload": workload, "metrics": metrics_url is not None,
+            "records": result["records"], "records_per_s": result["records_per_s"],
+            "broker_cpu_us_per_record": round(cpu / max(result["records"], 1) * 1e6, 3),
+            "failed": result["failed"], "scrapes": scraper.scrapes if scraper else 0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer records and rounds")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 5; quick 2)")
+    args = parser.parse_args()
+    rounds = args.rounds or (2 if args.quick else 5)
+    counts = {"batched": 1_000_000, "one_per_request": 20_000}
+    if args.quick:
+        counts = {k: v // 5 for k, v in counts.items()}
+    metrics_port = free_port()
+    on = BenchBroker(f"metrics.listener=http://127.0.0.1:{metrics_port}")
+    off = BenchBroker()
+    url = f"http://127.0.0.1:{metrics_port}"
+    samples: list[dict[str, Any]] = []
+    try:
+        for round_no in range(rounds):
+            for workload, count in counts.items():
+                order = [(on, url), (off, None)]
+                if round_no % 2:
+                    order.reverse()
+                for broker, metrics_url in order:
+                    sample = run_one(broker, metrics_url, workload, count)
+                    sample["round"] = round_no
+                    sample["load_average"] = load_average()
+                    samples.append(sample)
+                    print(json.dumps(sample), flush=True)
+    finally:
+        on.close()
+        off.close()
+    for workload in counts:
+        summary: dict[str, Any] = {"summary": workload, "rounds": rounds}
+        for metrics, key in ((True, "on"), (False, "off")):
+            mine = [s for s in samples if s["workload"] == workload and s["metrics"] is metrics]
+            rates = [s["records_per_s"] for s in mine]
+            cpu = [s["broker_cpu_us_per_record"] for s in mine]
+            summary[f"{key}_records_per_s_median"] = round(statistics.median(rates))
+            summary[f"{key}_records_per_s_range"] = [min(rates), max(rates)]
+            summary[f"{key}_cpu_us_per_record_median"] = round(statistics.median(cpu), 3)
+        summary["on_over_off_records_per_s"] = round(
+            summary["on_records_per_s_median"] / summary["off_records_per_s_median"], 3)
+        summary["on_over_off_cpu_per_record"] = round(
+            summary["on_cpu_us_per_record_median"] / summary["off_cpu_us_per_record_median"], 3)
+        print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Replication health in the metrics of three real brokers: a killed follower shows up as an
+under-replicated partition and an ISR shrink on its leader, one broker is the controller, and
+readiness includes the ZooKeeper registration."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import MakeBroker
+from tests.helpers import free_port
+from tests.helpers.metrics import http_get, scrape, value
+
+from .helpers import eventually
+from .test_cluster_brokers import SESSION_TIMEOUT_MS, describe
+
+
+def test_killed_follower_makes_its_partition_under_replicated(
+        make_broker: MakeBroker, zk_connect: str, topic_name: str) -> None:
+    ports = [free_port() for _ in range(3)]
+    brokers = [make_broker(f"node.id={i + 1}", f"zookeeper.connect={zk_connect}",
+                           f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+                           "replica.lag.time.max.ms=2000",
+                           f"metrics.listener=http://127.0.0.1:{ports[i]}")
+               for i in range(3)]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    eventually(lambda: describe(brokers[0], topic_name)[0] == [1, 2, 3], what="three brokers")
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 3)])[topic_name].result(timeout=30)
+    eventually(lambda: len(describe(brokers[0], topic_name)[2].get(0, (-1, (), ()))[2]) == 3,
+               what="ISR of three")
+    for url in urls:
+        status, body = http_get(url + "/health/ready")
+        assert status == 200, body
+        assert json.loads(body)["checks"]["registered_in_cluster"] is True
+    assert sum(value(scrape(url), "moldau_active_controller") for url in urls) == 1
+    leader = describe(brokers[0], topic_name)[2][0][0]
+    leader_url = urls[leader - 1]
+    assert value(scrape(leader_url), "moldau_under_replicated_partitions") == 0
+    follower = next(i for i in (1, 2, 3) if i != leader)
+    brokers[follower - 1].kill9()
+    eventually(lambda: value(scrape(leader_url), "moldau_under_replicated_partitions") >= 1,
+               timeout=30, what="the leader reporting an under-replicated partition")
+    samples = scrape(leader_url)
+    assert value(samples, "moldau_isr_shrinks_total") >= 1
+    # Still answering: the live brokers stay ready, one of them the controller.
+    live = [url for i, url in enumerate(urls) if i != follower - 1]
+    eventually(lambda: sum(value(scrape(url), "moldau_active_controller") for url in live) == 1,
+               timeout=30, what="one active controller among the live brokers")
+    for url in live:
+        assert http_get(url + "/health/ready")[0] == 200
