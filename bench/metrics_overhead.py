@@ -8,9 +8,10 @@ same workloads to each broker, alternating which goes first, on a new topic each
 ``batched`` (100 B records, acks=all, linger 5 ms: few large requests) and ``one_per_request``
 (100 B records, acks=all, one record per Produce request and one request in flight: the
 per-request cost of counting and timing shows most there). The metrics broker is scraped
-once a second during its runs, as an eager Prometheus would. Each sample gives records/s and the broker's CPU microseconds per
-record (less sensitive to the other load of a shared machine than throughput); the summary
-gives medians and ``on_over_off`` ratios (the target: throughput within 3 %).
+once a second during its runs, as an eager Prometheus would. Each sample gives records/s
+and the broker's CPU microseconds per record (less sensitive to the other load of a shared
+machine than throughput); the summary gives medians and ``on_over_off`` ratios (the target:
+throughput within 3 %).
 """
 
 from __future__ import annotations
