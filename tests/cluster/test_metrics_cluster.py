@@ -9,6 +9,8 @@ import json
 from tests.conftest import MakeBroker
 from tests.helpers import free_port
 from tests.helpers.metrics import http_get, scrape, value
+from tests.helpers.tcp_proxy import TcpProxy
+from tests.helpers.zookeeper import ZooKeeperServer
 
 from .helpers import eventually
 from .test_cluster_brokers import SESSION_TIMEOUT_MS, describe
@@ -49,3 +51,28 @@ def test_killed_follower_makes_its_partition_under_replicated(
                timeout=30, what="one active controller among the live brokers")
     for url in live:
         assert http_get(url + "/health/ready")[0] == 200
+
+
+def test_ready_fails_while_zookeeper_is_out_of_reach(
+        make_broker: MakeBroker, zookeeper: ZooKeeperServer, zk_connect: str) -> None:
+    """A broker cut off from ZooKeeper answers 503 naming the check, and 200 once back."""
+    chroot = zk_connect[len(zookeeper.address):]
+    proxy = TcpProxy(zookeeper.port)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/health/ready"
+    try:
+        make_broker("node.id=1", f"zookeeper.connect=127.0.0.1:{proxy.port}{chroot}",
+                    f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+                    f"metrics.listener=http://127.0.0.1:{port}")
+        assert http_get(url)[0] == 200
+        proxy.cut()
+        eventually(lambda: http_get(url)[0] == 503, timeout=30, what="not ready")
+        status, body = http_get(url)
+        answer = json.loads(body)
+        assert status == 503 and answer["status"] == "not ready"
+        assert "zookeeper_connected" in answer["failing"], answer
+        assert http_get(url.replace("ready", "live"))[0] == 200  # the loop still answers
+        proxy.heal()
+        eventually(lambda: http_get(url)[0] == 200, timeout=30, what="ready again")
+    finally:
+        proxy.close()
