@@ -1,17 +1,19 @@
 """What the metrics cost on the produce path: one broker with ``metrics.listener``, one
 without, in the same run, as JSON lines.
 
-    python -m bench.metrics_overhead [--quick] [--rounds N]
+    python -m bench.metrics_overhead [--quick] [--rounds N] [--scrape-interval S]
 
 Both brokers run side by side (free loopback ports, temporary dirs). Each round produces the
 same workloads to each broker, alternating which goes first, on a new topic each time:
 ``batched`` (100 B records, acks=all, linger 5 ms: few large requests) and ``one_per_request``
 (100 B records, acks=all, one record per Produce request and one request in flight: the
 per-request cost of counting and timing shows most there). The metrics broker is scraped
-once a second during its runs, as an eager Prometheus would. Each sample gives records/s
-and the broker's CPU microseconds per record (less sensitive to the other load of a shared
-machine than throughput); the summary gives medians and ``on_over_off`` ratios (the target:
-throughput within 3 %).
+every ``--scrape-interval`` seconds during its runs (15, a usual Prometheus setting; 0: not
+at all). Each sample gives records/s and the broker's CPU microseconds per record (less
+sensitive to the other load of a shared machine than throughput); the summary gives medians
+and ``on_over_off`` ratios (the target: throughput within 3 %). A last line gives what one
+scrape costs the broker (CPU and wall milliseconds, lines of text), with all the topics of
+the run in it.
 """
 
 from __future__ import annotations
@@ -67,10 +69,11 @@ def produce(bootstrap: str, topic: str, count: int, settings: dict[str, Any]
 
 
 class Scraper:
-    """Scrapes ``url`` once a second while running (a bounded loop: stops on ``stop``)."""
+    """Scrapes ``url`` every ``interval_s`` while running (until the ``with`` block ends)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, interval_s: float) -> None:
         self.url = url
+        self.interval_s = interval_s
         self.scrapes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -84,17 +87,18 @@ class Scraper:
         self._thread.join(10)
 
     def _run(self) -> None:
-        while not self._stop.wait(1.0):
+        while not self._stop.wait(self.interval_s):
             with urllib.request.urlopen(self.url, timeout=10) as response:
                 response.read()
             self.scrapes += 1
 
 
-def run_one(broker: BenchBroker, metrics_url: str | None, workload: str, count: int
-            ) -> dict[str, Any]:
+def run_one(broker: BenchBroker, metrics_url: str | None, workload: str, count: int,
+            scrape_interval_s: float) -> dict[str, Any]:
     topic = _create_topic(broker.bootstrap, 6)
     cpu0 = broker.cpu_seconds()
-    scraper = Scraper(metrics_url + "/metrics") if metrics_url else None
+    scraper = Scraper(metrics_url + "/metrics", scrape_interval_s) \
+        if metrics_url and scrape_interval_s > 0 else None
     if scraper is not None:
         with scraper:
             result = produce(broker.bootstrap, topic, count, WORKLOADS[workload])
@@ -107,10 +111,26 @@ def run_one(broker: BenchBroker, metrics_url: str | None, workload: str, count: 
             "failed": result["failed"], "scrapes": scraper.scrapes if scraper else 0}
 
 
+def scrape_cost(broker: BenchBroker, url: str, scrapes: int = 20) -> dict[str, Any]:
+    """CPU and wall time of one scrape of ``url``/metrics, averaged over ``scrapes``."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as response:
+        lines = response.read().count(b"\n")
+    cpu0, wall0 = broker.cpu_seconds(), time.perf_counter()
+    for _ in range(scrapes):
+        with urllib.request.urlopen(url + "/metrics", timeout=30) as response:
+            response.read()
+    return {"workload": "scrape", "lines": lines,
+            "broker_cpu_ms_per_scrape": round((broker.cpu_seconds() - cpu0) / scrapes * 1e3, 1),
+            "wall_ms_per_scrape": round((time.perf_counter() - wall0) / scrapes * 1e3, 1),
+            "load_average": load_average()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer records and rounds")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 5; quick 2)")
+    parser.add_argument("--scrape-interval", type=float, default=15.0,
+                        help="seconds between scrapes of the metrics broker (0: none)")
     args = parser.parse_args()
     rounds = args.rounds or (2 if args.quick else 5)
     counts = {"batched": 1_000_000, "one_per_request": 20_000}
@@ -128,11 +148,13 @@ def main() -> None:
                 if round_no % 2:
                     order.reverse()
                 for broker, metrics_url in order:
-                    sample = run_one(broker, metrics_url, workload, count)
+                    sample = run_one(broker, metrics_url, workload, count,
+                                     args.scrape_interval)
                     sample["round"] = round_no
                     sample["load_average"] = load_average()
                     samples.append(sample)
                     print(json.dumps(sample), flush=True)
+        cost = scrape_cost(on, url)
     finally:
         on.close()
         off.close()
@@ -150,6 +172,7 @@ def main() -> None:
         summary["on_over_off_cpu_per_record"] = round(
             summary["on_cpu_us_per_record_median"] / summary["off_cpu_us_per_record_median"], 3)
         print(json.dumps(summary), flush=True)
+    print(json.dumps(cost), flush=True)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def test_metrics_listener_values(raw: str, expected: tuple[str, int]) -> None:
                                  "http://127.0.0.1", "http://127.0.0.1:70000",
                                  "http://127.0.0.1:9644/metrics"])
 def test_bad_metrics_listener_values(raw: str) -> None:
-    with pytest.raises(ConfigError, match="for configuration metrics.listener"):
+    with pytest.raises(ConfigError, match=r"for configuration metrics\.listener"):
         BrokerConfig({"metrics.listener": raw})
 
 

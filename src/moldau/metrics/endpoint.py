@@ -1,11 +1,16 @@
 """The HTTP endpoint of ``metrics.listener``: ``/metrics``, ``/health/live``, ``/health/ready``.
 
-It runs on the broker's own event loop (``asyncio.start_server``): the scrape reads the
-broker's state where that state lives, with no thread and no lock, and the collection is one
-pass over partitions and groups (see :mod:`.collector`). The HTTP it speaks is the least a
-scraper, a load balancer's health check or curl needs: one ``GET`` (or ``HEAD``) per
-connection, answered with ``Connection: close``. A request line or headers that do not come
-within :data:`READ_TIMEOUT_S`, or exceed :data:`MAX_HEADER_LINES`, close that connection only.
+It runs on the broker's own event loop (``asyncio.start_server``): the collection reads the
+broker's state where that state lives, with no lock, in one pass over partitions and groups
+(see :mod:`.collector`), into metric objects of its own. Rendering them as text, about 80 %
+of a scrape's time (``generate_latest`` formats each sample in Python, ~3-10 µs a line), runs
+on a worker thread: it touches none of the broker's state, and the interpreter hands the loop
+back every switch interval (5 ms), so a large scrape does not stall the clients.
+
+The HTTP it speaks is the least a scraper, a load balancer's health check or curl needs: one
+``GET`` (or ``HEAD``) per connection, answered with ``Connection: close``. A request line or
+headers that do not come within :data:`READ_TIMEOUT_S`, or exceed :data:`MAX_HEADER_LINES`,
+close that connection only.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import Metric
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
@@ -38,6 +45,16 @@ MAX_HEADER_LINES = 100
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             503: "Service Unavailable"}
+
+
+class _Collected:
+    """Metric families already collected, in the shape ``generate_latest`` reads."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> list[Metric]:
+        return self._families
 
 
 class MetricsEndpoint:
@@ -93,6 +110,10 @@ class MetricsEndpoint:
             else:
                 method, path = request
                 status, content_type, body = self._route(method, path)
+                if path == "/metrics" and status == 200:
+                    # Collected here, on the loop; rendered off it.
+                    collected = _Collected(self.registry.collect())
+                    body = await asyncio.to_thread(generate_latest, collected)
             head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
                     f"Content-Type: {content_type}\r\n"
                     f"Content-Length: {len(body)}\r\n"
@@ -114,7 +135,7 @@ class MetricsEndpoint:
         if method not in ("GET", "HEAD"):
             return 405, "text/plain", b"method not allowed\n"
         if path == "/metrics":
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+            return 200, CONTENT_TYPE_LATEST, b""  # the body is rendered by the caller
         if path == "/health/live":
             return 200, "application/json", b'{"status": "live"}\n'
         checks = readiness(self.broker)
