@@ -3,8 +3,11 @@ without, in the same run, as JSON lines.
 
     python -m bench.metrics_overhead [--quick] [--rounds N] [--scrape-interval S]
 
-Both brokers run side by side (free loopback ports, temporary dirs). Each round produces the
-same workloads to each broker, alternating which goes first, on a new topic each time:
+Both brokers run side by side (free loopback ports, temporary dirs), started afresh in every
+round, in alternating order: of two identical brokers the first started was measured 11 %
+slower per request on this machine, which a fixed order would have charged to the metrics.
+Each round produces the same workloads to each broker, alternating which goes first, on a
+new topic each time:
 ``batched`` (100 B records, acks=all, linger 5 ms: few large requests) and ``one_per_request``
 (100 B records, acks=all, one record per Produce request and one request in flight: the
 per-request cost of counting and timing shows most there). The metrics broker is scraped
@@ -13,7 +16,7 @@ at all). Each sample gives records/s and the broker's CPU microseconds per recor
 sensitive to the other load of a shared machine than throughput); the summary gives medians
 and ``on_over_off`` ratios (the target: throughput within 3 %). A last line gives what one
 scrape costs the broker (CPU and wall milliseconds, lines of text), with all the topics of
-the run in it.
+the last round in it.
 """
 
 from __future__ import annotations
@@ -128,21 +131,28 @@ def scrape_cost(broker: BenchBroker, url: str, scrapes: int = 20) -> dict[str, A
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer records and rounds")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds (default 5; quick 2)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds (default 6; quick 2): even, so each broker starts first "
+                             "as often as the other")
     parser.add_argument("--scrape-interval", type=float, default=15.0,
                         help="seconds between scrapes of the metrics broker (0: none)")
     args = parser.parse_args()
-    rounds = args.rounds or (2 if args.quick else 5)
+    rounds = args.rounds or (2 if args.quick else 6)
     counts = {"batched": 1_000_000, "one_per_request": 20_000}
     if args.quick:
         counts = {k: v // 5 for k, v in counts.items()}
-    metrics_port = free_port()
-    on = BenchBroker(f"metrics.listener=http://127.0.0.1:{metrics_port}")
-    off = BenchBroker()
-    url = f"http://127.0.0.1:{metrics_port}"
     samples: list[dict[str, Any]] = []
-    try:
-        for round_no in range(rounds):
+    cost: dict[str, Any] = {}
+    for round_no in range(rounds):
+        metrics_port = free_port()
+        url = f"http://127.0.0.1:{metrics_port}"
+        first_on = round_no % 2 == 0
+        started: list[BenchBroker] = []
+        try:
+            for metrics in (first_on, not first_on):
+                started.append(BenchBroker(f"metrics.listener={url}") if metrics
+                               else BenchBroker())
+            on, off = started if first_on else started[::-1]
             for workload, count in counts.items():
                 order = [(on, url), (off, None)]
                 if round_no % 2:
@@ -154,10 +164,11 @@ def main() -> None:
                     sample["load_average"] = load_average()
                     samples.append(sample)
                     print(json.dumps(sample), flush=True)
-        cost = scrape_cost(on, url)
-    finally:
-        on.close()
-        off.close()
+            if round_no == rounds - 1:
+                cost = scrape_cost(on, url)
+        finally:
+            for broker in started:
+                broker.close()
     for workload in counts:
         summary: dict[str, Any] = {"summary": workload, "rounds": rounds}
         for metrics, key in ((True, "on"), (False, "off")):
