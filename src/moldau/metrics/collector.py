@@ -5,7 +5,10 @@ every object read here) the collector turns the hot-path counters of
 :class:`~moldau.metrics.counters.BrokerCounters` into counter and histogram families, and
 reads the rest straight from the broker's state: log sizes and segment counts, replication
 health, purgatory sizes, group states and consumer lag. One pass over the hosted partitions
-and one over the groups per scrape; no copy of that state is kept anywhere else.
+and one over the groups per scrape; no copy of that state is kept anywhere else. The
+per-partition log numbers (the bulk of a large broker's scrape) are read by
+:func:`snapshot_logs` a slice at a time and turned into families by :class:`LogRows`, off
+the loop (see :mod:`.endpoint`).
 
 Names follow Prometheus conventions (``moldau_`` prefix, ``_total`` counters, ``_bytes`` and
 ``_seconds`` units); docs/operations.md maps each to the Kafka MBean it stands for.
@@ -13,6 +16,7 @@ Names follow Prometheus conventions (``moldau_`` prefix, ``_total`` counters, ``
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -43,6 +47,55 @@ def _histogram(family: HistogramMetricFamily, labels: list[str],
 def _api_name(key: int) -> str:
     api = SUPPORTED.get(key)
     return api.name if api is not None else str(key)
+
+
+#: One partition's log as the scrape saw it: topic, partition, bytes, segments, start, end.
+LogRow = tuple[str, int, int, int, int, int]
+
+#: Partitions read between two yields to the event loop while a scrape snapshots the logs.
+LOG_ROWS_PER_SLICE = 1000
+
+
+async def snapshot_logs(broker: Broker) -> list[LogRow]:
+    """Every online partition log's numbers, read on the loop a slice at a time (a broker
+    with tens of thousands of partitions must not stall its clients for one scrape)."""
+    rows: list[LogRow] = []
+    plogs = broker.logs.all_logs()  # a list: logs deleted meanwhile are skipped below
+    for start in range(0, len(plogs), LOG_ROWS_PER_SLICE):
+        if start:
+            await asyncio.sleep(0)
+        for plog in plogs[start:start + LOG_ROWS_PER_SLICE]:
+            if plog.offline or plog.renamed_for_deletion:
+                continue
+            rows.append((plog.topic, plog.partition, plog.size_bytes, len(plog.segments),
+                         plog.log_start_offset, plog.log_end_offset))
+    return rows
+
+
+class LogRows(Collector):
+    """The per-partition log families, built from a :func:`snapshot_logs` snapshot (so they
+    can be built and rendered off the event loop)."""
+
+    def __init__(self, rows: list[LogRow]) -> None:
+        self.rows = rows
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily("moldau_log_size_bytes", "Bytes of a partition's log on disk "
+                                 "(Kafka: Log Size).", labels=labels)
+        segments = GaugeMetricFamily("moldau_log_segments", "Segments of a partition's log "
+                                     "(Kafka: Log NumLogSegments).", labels=labels)
+        start = GaugeMetricFamily("moldau_log_start_offset", "A partition's log start offset "
+                                  "(Kafka: Log LogStartOffset).", labels=labels)
+        end = GaugeMetricFamily("moldau_log_end_offset", "A partition's log end offset "
+                                "(Kafka: Log LogEndOffset).", labels=labels)
+        for topic, partition, nbytes, nsegments, log_start, log_end in self.rows:
+            values = [topic, str(partition)]
+            size.add_metric(values, nbytes)
+            segments.add_metric(values, nsegments)
+            start.add_metric(values, log_start)
+            end.add_metric(values, log_end)
+        yield from (size, segments, start, end)
 
 
 class BrokerCollector(Collector):
@@ -136,24 +189,7 @@ class BrokerCollector(Collector):
     # -- read from the broker's state at scrape time -------------------------------------------
 
     def _logs(self) -> Iterator[Metric]:
-        size = GaugeMetricFamily("moldau_log_size_bytes", "Bytes of a partition's log on disk "
-                                 "(Kafka: Log Size).", labels=["topic", "partition"])
-        segments = GaugeMetricFamily("moldau_log_segments", "Segments of a partition's log "
-                                     "(Kafka: Log NumLogSegments).",
-                                     labels=["topic", "partition"])
-        start = GaugeMetricFamily("moldau_log_start_offset", "A partition's log start offset "
-                                  "(Kafka: Log LogStartOffset).", labels=["topic", "partition"])
-        end = GaugeMetricFamily("moldau_log_end_offset", "A partition's log end offset "
-                                "(Kafka: Log LogEndOffset).", labels=["topic", "partition"])
-        for plog in self.broker.logs.all_logs():
-            if plog.offline:
-                continue
-            labels = [plog.topic, str(plog.partition)]
-            size.add_metric(labels, plog.size_bytes)
-            segments.add_metric(labels, len(plog.segments))
-            start.add_metric(labels, plog.log_start_offset)
-            end.add_metric(labels, plog.log_end_offset)
-        yield from (size, segments, start, end)
+        # The per-partition log metrics come from LogRows (see snapshot_logs).
         flush = HistogramMetricFamily("moldau_log_flush_time_seconds", "Time of each log "
                                       "flush (fsync) (Kafka: LogFlushRateAndTimeMs).")
         _histogram(flush, [], FLUSH_TIMES)

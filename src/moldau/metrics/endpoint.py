@@ -2,10 +2,11 @@
 
 It runs on the broker's own event loop (``asyncio.start_server``): the collection reads the
 broker's state where that state lives, with no lock, in one pass over partitions and groups
-(see :mod:`.collector`), into metric objects of its own. Rendering them as text, about 80 %
-of a scrape's time (``generate_latest`` formats each sample in Python, ~3-10 µs a line), runs
-on a worker thread: it touches none of the broker's state, and the interpreter hands the loop
-back every switch interval (5 ms), so a large scrape does not stall the clients.
+(see :mod:`.collector`; the partition logs a slice at a time), into objects of its own.
+Building the per-partition families and rendering the text, most of a scrape's time
+(``generate_latest`` formats each sample in Python, ~3-10 µs a line), run on a worker
+thread: they touch none of the broker's state, and the interpreter hands the loop back every
+switch interval (5 ms), so a large scrape does not stall the clients.
 
 The HTTP it speaks is the least a scraper, a load balancer's health check or curl needs: one
 ``GET`` (or ``HEAD``) per connection, answered with ``Connection: close``. A request line or
@@ -27,7 +28,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
-from .collector import BrokerCollector
+from .collector import BrokerCollector, LogRows, snapshot_logs
 from .counters import BrokerCounters
 from .health import readiness
 from .loop_lag import LoopLag
@@ -111,9 +112,7 @@ class MetricsEndpoint:
                 method, path = request
                 status, content_type, body = self._route(method, path)
                 if path == "/metrics" and status == 200:
-                    # Collected here, on the loop; rendered off it.
-                    collected = _Collected(self.registry.collect())
-                    body = await asyncio.to_thread(generate_latest, collected)
+                    body = await self._scrape()
             head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
                     f"Content-Type: {content_type}\r\n"
                     f"Content-Length: {len(body)}\r\n"
@@ -128,6 +127,17 @@ class MetricsEndpoint:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _scrape(self) -> bytes:
+        """Read the broker's state on the loop (the logs a slice at a time), then build the
+        per-partition families and render the text on a worker thread."""
+        rows = await snapshot_logs(self.broker)
+        families = list(self.registry.collect())
+
+        def render() -> bytes:
+            return generate_latest(_Collected([*families, *LogRows(rows).collect()]))
+
+        return await asyncio.to_thread(render)
 
     def _route(self, method: str, path: str) -> tuple[int, str, bytes]:
         if path not in ("/metrics", "/health/live", "/health/ready"):
