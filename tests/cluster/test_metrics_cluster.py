@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from confluent_kafka import Producer
+
 from tests.conftest import MakeBroker
 from tests.helpers import free_port
 from tests.helpers.metrics import http_get, scrape, value
@@ -39,6 +41,19 @@ def test_killed_follower_makes_its_partition_under_replicated(
     leader = describe(brokers[0], topic_name)[2][0][0]
     leader_url = urls[leader - 1]
     assert value(scrape(leader_url), "moldau_under_replicated_partitions") == 0
+    # acks=all waits for the followers: the Produce's remote stage (its deferred wait).
+    producer = Producer({"bootstrap.servers": brokers[leader - 1].bootstrap, "acks": "all",
+                         "linger.ms": 0})
+    for i in range(20):
+        producer.produce(topic_name, b"v%d" % i, partition=0)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    samples = scrape(leader_url)
+    assert value(samples, "moldau_topic_messages_in_total", {"topic": topic_name}) == 20
+    remote = {"api": "Produce", "stage": "remote"}
+    assert value(samples, "moldau_request_time_seconds_count", remote) >= 1
+    assert value(samples, "moldau_request_time_seconds_sum", remote) > 0
+    assert value(samples, "moldau_replication_bytes_out_total") > 0
     follower = next(i for i in (1, 2, 3) if i != leader)
     brokers[follower - 1].kill9()
     eventually(lambda: value(scrape(leader_url), "moldau_under_replicated_partitions") >= 1,

@@ -39,7 +39,8 @@ def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetricsBroker]
     port = free_port()
     process = BrokerProcess(
         tmp_path_factory.mktemp("metrics-broker"),
-        overrides=(*TEST_BROKER_OVERRIDES, f"metrics.listener=http://127.0.0.1:{port}"),
+        overrides=(*TEST_BROKER_OVERRIDES, f"metrics.listener=http://127.0.0.1:{port}",
+                   "log.cleaner.backoff.ms=200"),
     ).start()
     try:
         yield MetricsBroker(process, f"http://127.0.0.1:{port}")
@@ -239,3 +240,44 @@ def test_bad_metrics_listener_refuses_start_up(tmp_path: Path) -> None:
         one_line_error(start(tmp_path / "b", f"metrics.listener=http://127.0.0.1:{port}"),
                        f"cannot listen on metrics.listener http://127.0.0.1:{port}",
                        "Address already in use")
+
+
+def test_flush_retention_and_cleaner_work_is_counted(metered: MetricsBroker,
+                                                     topic_name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": metered.bootstrap})
+    small = {"segment.bytes": "1024", "flush.messages": "1"}
+    retained, compacted = topic_name + "-r", topic_name + "-c"
+    futures = admin.create_topics([
+        NewTopic(retained, 1, 1, config={**small, "retention.ms": "1"}),
+        NewTopic(compacted, 1, 1, config={**small, "cleanup.policy": "compact",
+                                          "min.cleanable.dirty.ratio": "0.01",
+                                          "segment.ms": "100"})])
+    for future in futures.values():
+        future.result(timeout=30)
+    before = scrape(metered.url)
+    # Batches stay under segment.bytes (a batch larger than a segment is refused).
+    producer = Producer({"bootstrap.servers": metered.bootstrap, "linger.ms": 0,
+                         "batch.size": 600})
+    errors: list[object] = []
+    for i in range(60):
+        producer.produce(retained, b"r" * 100, partition=0,
+                         on_delivery=lambda e, m: errors.append(e))
+        producer.produce(compacted, b"c" * 100, key=b"k%d" % (i % 3), partition=0,
+                         on_delivery=lambda e, m: errors.append(e))
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert len(errors) == 120 and not any(errors), [e for e in errors if e]
+
+    def grew(name: str) -> bool:
+        return value(scrape(metered.url), name) > value(before, name)
+
+    # flush.messages=1: every append is fsynced.
+    assert grew("moldau_log_flush_time_seconds_count")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (
+            grew("moldau_log_retention_deleted_segments_total")
+            and grew("moldau_log_cleaner_cleans_total")):
+        time.sleep(0.5)
+    assert grew("moldau_log_retention_deleted_segments_total")
+    assert grew("moldau_log_cleaner_cleans_total")
+    assert grew("moldau_log_cleaner_records_removed_total")

@@ -55,13 +55,16 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     register_all(broker)
     listener = config.listeners[0]
     network = Network(broker)
+    # Before the Kafka listener: once its port accepts, the metrics endpoint answers too.
+    metrics = await _start_metrics(broker)
     try:
         network.listen(listener.host, listener.port)
     except OSError as exc:
+        if metrics is not None:
+            await metrics.stop()
         broker.close()  # the logs were opened: close them cleanly, skipping recovery next time
         raise ListenerError(f"cannot listen on {listener.name}://{listener.host}:"
                             f"{listener.port}: {_reason(exc)}") from exc
-    metrics = await _start_metrics(broker, network)
     network.start()
     broker.start_background()
     watchdog = LoopWatchdog(loop, config.loop_stall_warn_ms / 1000, broker.running)
@@ -86,7 +89,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         raise LogDirOfflineError(broker.fatal_error)  # exit status 1, as Kafka halts
 
 
-async def _start_metrics(broker: Broker, network: Network) -> MetricsEndpoint | None:
+async def _start_metrics(broker: Broker) -> MetricsEndpoint | None:
     """The metrics endpoint when ``metrics.listener`` is set, listening before any client
     connects (the counters must exist by then); a bind failure refuses start-up like the
     Kafka listener's."""
@@ -97,7 +100,6 @@ async def _start_metrics(broker: Broker, network: Network) -> MetricsEndpoint | 
     try:
         await metrics.start()
     except OSError as exc:
-        network.close_sockets()
         broker.close()
         raise ListenerError(f"cannot listen on metrics.listener {metrics.url}: "
                             f"{_reason(exc)}") from exc
