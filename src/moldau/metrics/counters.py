@@ -92,26 +92,36 @@ class BrokerCounters:
         self.topics.pop(name, None)
 
     def request_done(self, timing: RequestTiming, end: int) -> None:
-        """Count one request and file its time per stage (``end``: its response was sent)."""
+        """Count one request and file its time per stage (``end``: its response was sent).
+
+        Runs for every request, so DurationHistogram.observe is written out inline."""
         key = (timing.api_key, timing.version)
         requests = self.requests
         requests[key] = requests.get(key, 0) + 1
-        ready = timing.remote_done or timing.handled
+        handled = timing.handled
+        ready = timing.remote_done or handled
         send_start = timing.send_start or end
-        remote = timing.remote_ns + (ready - timing.handled)
         histograms = self.request_times.get(timing.api_key)
         if histograms is None:
             histograms = self.request_times[timing.api_key] = tuple(
                 DurationHistogram() for _ in STAGES)
-        # DurationHistogram.observe inlined: this runs for every request.
-        bounds = histograms[0].bounds_ns
-        for histogram, duration in zip(histograms, (
-            timing.started - timing.arrived,
-            timing.handled - timing.started - timing.remote_ns,
-            remote,
-            send_start - ready,
-            end - send_start,
-            end - timing.arrived,
-        ), strict=True):
-            histogram.counts[bisect_left(bounds, duration)] += 1
-            histogram.sum_ns += duration
+        queue, local, remote, response_queue, send, total = histograms
+        bounds = queue.bounds_ns
+        d = timing.started - timing.arrived
+        queue.counts[bisect_left(bounds, d)] += 1
+        queue.sum_ns += d
+        d = handled - timing.started - timing.remote_ns
+        local.counts[bisect_left(bounds, d)] += 1
+        local.sum_ns += d
+        d = timing.remote_ns + (ready - handled)
+        remote.counts[bisect_left(bounds, d)] += 1
+        remote.sum_ns += d
+        d = send_start - ready
+        response_queue.counts[bisect_left(bounds, d)] += 1
+        response_queue.sum_ns += d
+        d = end - send_start
+        send.counts[bisect_left(bounds, d)] += 1
+        send.sum_ns += d
+        d = end - timing.arrived
+        total.counts[bisect_left(bounds, d)] += 1
+        total.sum_ns += d
