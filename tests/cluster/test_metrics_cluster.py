@@ -54,6 +54,9 @@ def test_killed_follower_makes_its_partition_under_replicated(
     assert value(samples, "moldau_request_time_seconds_count", remote) >= 1
     assert value(samples, "moldau_request_time_seconds_sum", remote) > 0
     assert value(samples, "moldau_replication_bytes_out_total") > 0
+    eventually(lambda: all(value(scrape(urls[i - 1]), "moldau_replication_bytes_in_total") > 0
+                           for i in (1, 2, 3) if i != leader),
+               timeout=30, what="both followers counting the bytes they fetched")
     follower = next(i for i in (1, 2, 3) if i != leader)
     brokers[follower - 1].kill9()
     eventually(lambda: value(scrape(leader_url), "moldau_under_replicated_partitions") >= 1,

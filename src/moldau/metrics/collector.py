@@ -242,6 +242,10 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily("moldau_isr_expands", "ISR expands applied by this broker "
                                   "as leader (Kafka: IsrExpandsPerSec).",
                                   value=replicas.isr_changes.expands)
+        yield CounterMetricFamily("moldau_replication_bytes_in", "Bytes of records this "
+                                  "broker's follower replicas appended from their leaders "
+                                  "(Kafka: ReplicationBytesInPerSec).",
+                                  value=replicas.isr_changes.replication_bytes_in)
         purgatory = GaugeMetricFamily("moldau_purgatory_size", "Requests waiting in a "
                                       "purgatory (Kafka: DelayedOperationPurgatory "
                                       "PurgatorySize).", labels=["purgatory"])

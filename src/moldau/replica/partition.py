@@ -93,13 +93,15 @@ class _LowWatermarkWaiter:
 
 class IsrChangeCounts:
     """ISR shrinks and expands applied by this broker as leader, over all its partitions
-    (Kafka's IsrShrinksPerSec / IsrExpandsPerSec; read by the metrics endpoint)."""
+    (Kafka's IsrShrinksPerSec / IsrExpandsPerSec), and the bytes its followers appended from
+    their leaders (ReplicationBytesInPerSec); read by the metrics endpoint."""
 
-    __slots__ = ("expands", "shrinks")
+    __slots__ = ("expands", "replication_bytes_in", "shrinks")
 
     def __init__(self) -> None:
         self.shrinks = 0
         self.expands = 0
+        self.replication_bytes_in = 0
 
 
 class Partition:
@@ -570,6 +572,8 @@ class Partition:
                                f"{self.topic}-{self.partition} is led here")
         end = self._log.append_replicated(records, now_ms) if len(records) else \
             self._log.log_end_offset
+        if self._isr_counts is not None:
+            self._isr_counts.replication_bytes_in += len(records)
         self.follow_high_watermark(leader_high_watermark)
         return end
 
