@@ -42,5 +42,16 @@ def value(samples: Samples, name: str, labels: Mapping[str, str] | None = None,
     return samples.get((name, tuple(sorted((labels or {}).items()))), default)
 
 
-def metric_names(samples: Samples) -> set[str]:
-    return {name for name, _ in samples}
+def exposed_names(base_url: str) -> set[str]:
+    """Every sample name ``base_url``/metrics declares, samples or not yet (a labelled
+    family with no series still has its ``# TYPE`` line)."""
+    status, body = http_get(base_url + "/metrics")
+    assert status == 200, body
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"),
+                "summary": ("_sum", "_count")}
+    names: set[str] = set()
+    for family in text_string_to_metric_families(body.decode()):
+        names.add(family.name)
+        names.update(family.name + suffix for suffix in suffixes.get(family.type, ()))
+        names.update(sample.name for sample in family.samples)
+    return names

@@ -16,7 +16,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
 from tests.conftest import TEST_BROKER_OVERRIDES
 from tests.helpers import BrokerProcess, free_port, one_line_error
-from tests.helpers.metrics import http_get, metric_names, scrape, value
+from tests.helpers.metrics import exposed_names, http_get, scrape, value
 
 from .test_startup_refusals import start
 from .wire import WireClient
@@ -219,7 +219,7 @@ def test_grafana_dashboard_uses_only_exported_metrics(metered: MetricsBroker) ->
     """Every metric an expression of docs/grafana-dashboard.json names is in a real scrape."""
     import re
 
-    names = metric_names(scrape(metered.url))
+    names = exposed_names(metered.url)
     dashboard = json.loads(DASHBOARD.read_text())
     expressions = [target["expr"] for panel in dashboard["panels"]
                    for target in panel.get("targets", [])]
