@@ -141,6 +141,30 @@ def test_a_failed_produce_is_counted(metered: MetricsBroker, topic_name: str) ->
                  {"topic": topic_name}) >= 1
 
 
+def test_a_subscribed_group_is_stable_and_its_join_waits_remotely(
+        metered: MetricsBroker, topic_name: str) -> None:
+    create(metered.bootstrap, topic_name)
+    before = scrape(metered.url)
+    consumer = Consumer({"bootstrap.servers": metered.bootstrap, "group.id": topic_name,
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic_name])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not consumer.assignment():
+            consumer.poll(0.2)
+        assert consumer.assignment()
+        samples = scrape(metered.url)
+        assert value(samples, "moldau_groups", {"state": "Stable"}) >= 1
+        assert value(samples, "moldau_group_rebalances_total") > \
+            value(before, "moldau_group_rebalances_total")
+        join = {"api": "JoinGroup", "stage": "remote"}
+        assert value(samples, "moldau_request_time_seconds_count", join) > \
+            value(before, "moldau_request_time_seconds_count", join)
+        assert value(samples, "moldau_request_time_seconds_sum", join) > 0
+    finally:
+        consumer.close()
+
+
 def test_health_live_and_ready(metered: MetricsBroker) -> None:
     status, body = http_get(metered.url + "/health/live")
     assert status == 200 and json.loads(body)["status"] == "live"
