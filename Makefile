@@ -3,6 +3,7 @@
 
 PYTHON ?= python3
 PORT ?= 9092
+METRICS_PORT ?= 9644
 DATA ?= ./data
 VENV := .venv
 BIN := $(VENV)/bin
@@ -41,7 +42,8 @@ FUZZ_SEED ?= 1
 
 run: $(RUN_STAMP) $(if $(strip $(SERVICES)),$(SERVICES_STAMP))
 	@for service in $(SERVICES); do $(MAKE) --no-print-directory $$service & done
-	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA)
+	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA) \
+		--override metrics.listener=http://127.0.0.1:$(METRICS_PORT)
 
 test: $(TEST_STAMP) apt-deps
 	@# pytest exits 5 when it collects no test: an empty suite is not a failure here.
@@ -132,7 +134,7 @@ rest-after-broker:
 
 console-after-broker:
 	@$(WAIT_FOR_BROKER)
-	$(BIN)/moldau console -b 127.0.0.1:$(PORT) --listen 127.0.0.1:$(CONSOLE_PORT) $(if $(REGISTRY),--schema-registry http://127.0.0.1:$(REGISTRY_PORT))
+	$(BIN)/moldau console -b 127.0.0.1:$(PORT) --listen 127.0.0.1:$(CONSOLE_PORT) --metrics-url http://127.0.0.1:$(METRICS_PORT)/metrics $(if $(REGISTRY),--schema-registry http://127.0.0.1:$(REGISTRY_PORT))
 
 $(SERVICES_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[registry,rest,console]'

@@ -38,6 +38,7 @@ from ..log.errors import StorageError
 from ..log.manager import LogManager, write_checkpoints
 from ..log.partition_log import PartitionLog
 from ..log.scrubber import LogScrubber, ScrubberConfig
+from ..metrics.counters import BrokerCounters, RequestTiming
 from ..protocol import codec
 from ..protocol.apis import API_VERSIONS, PRODUCE, SUPPORTED, ApiRange
 from ..protocol.frames import (
@@ -103,10 +104,11 @@ def restore_dynamic_configs(config: BrokerConfig, stored: dict[str, str]) -> Bro
 class RequestContext:
     """What a handler needs besides the request: the broker, the header, the response classes."""
 
-    __slots__ = ("broker", "client_host", "header", "may_defer", "resp", "version")
+    __slots__ = ("broker", "client_host", "header", "may_defer", "resp", "timing", "version")
 
     def __init__(self, broker: Broker, header: Any, version: int, resp: Any,
-                 client_host: str = "", may_defer: bool = False) -> None:
+                 client_host: str = "", may_defer: bool = False,
+                 timing: RequestTiming | None = None) -> None:
         self.broker = broker
         self.header = header
         self.version = version
@@ -115,6 +117,9 @@ class RequestContext:
         self.client_host = client_host
         #: The handler may return a :class:`~.response.Deferred` (see ``handle_frame``).
         self.may_defer = may_defer
+        #: With metrics on: the request's timestamps; a handler adds its purgatory waits to
+        #: ``timing.remote_ns`` (Kafka's remote time).
+        self.timing = timing
 
     @property
     def client_id(self) -> str:
@@ -186,6 +191,9 @@ class Broker:
         self.cleaner: LogCleaner | None = None
         self.scrubber: LogScrubber | None = None
         self._handlers: dict[int, Handler] = {}
+        #: The hot-path counters when ``metrics.listener`` is set (``serve`` sets them
+        #: before the first connection), else None and nothing is counted.
+        self.metrics: BrokerCounters | None = None
         #: Set once every log dir is offline: why the broker shuts down (as Kafka's does).
         self.fatal_error: str | None = None
         #: Called to stop the broker (``serve`` sets it); a no-op for brokers run in tests.
@@ -567,6 +575,8 @@ class Broker:
             self._deleting.discard(topic.name)
         if topic.name != OFFSETS_TOPIC:
             self.groups.topic_deleted(topic.name, now_ms())
+        if self.metrics is not None:
+            self.metrics.forget_topic(topic.name)
         log.info("deleted topic %s", topic.name)
 
     def _check_growth(self, name: str, count: int) -> TopicMetadata:
@@ -675,7 +685,8 @@ class Broker:
         self._handlers[api_key] = handler
 
     async def handle_frame(self, frame: bytes | memoryview, client_host: str = "", *,
-                           may_defer: bool = False) -> Response | Pending | None:
+                           may_defer: bool = False, timing: RequestTiming | None = None
+                           ) -> Response | Pending | None:
         """Decode one request frame, run its handler, and encode the response (None: no reply).
 
         With ``may_defer`` an ``acks=all`` Produce returns a :class:`Pending` as soon as its
@@ -704,7 +715,7 @@ class Broker:
             raise FrameError(f"malformed {api.name} v{version} request from client "
                              f"{header.client_id!r}: {exc}") from None
         ctx = RequestContext(self, header, version, codec.response_module(key, version),
-                             client_host, may_defer)
+                             client_host, may_defer, timing)
         task = self.running.begin(api.name, version, header.client_id, request)
         try:
             result = await handler(request, ctx)
@@ -866,7 +877,9 @@ class Broker:
                 plog.expire_producers(now, expiration)
 
     def _retention(self) -> None:
-        self.logs.run_retention(now_ms())
+        deleted = self.logs.run_retention(now_ms())
+        if self.metrics is not None:
+            self.metrics.retention_deleted_segments += deleted
 
     async def _checkpoint(self) -> None:
         # Offsets are read on the loop, the files written on a worker thread.

@@ -33,8 +33,10 @@ import asyncio
 import collections
 import logging
 import os
+import time
 from typing import TYPE_CHECKING, cast
 
+from ..metrics.counters import RequestTiming
 from ..protocol.apis import PRODUCE
 from ..protocol.frames import FrameError, frame_prefix
 from .frame_reader import Frame, FrameReader
@@ -62,6 +64,11 @@ def _api_key(frame: Frame) -> int:
     return (frame[0] << 8 | frame[1]) if len(frame) >= 2 else -1
 
 
+def _api_version(frame: Frame) -> int:
+    """The API version of a request frame (its bytes 2-3, big-endian)."""
+    return (frame[2] << 8 | frame[3]) if len(frame) >= 4 else -1
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, network: Network, client_ip: str = "") -> None:
         self._network = network
@@ -84,6 +91,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: task runs exactly while this is not empty.
         self._unsent: collections.deque[asyncio.Future[Response | None]] = collections.deque()
         self._sender: asyncio.Task[None] | None = None
+        #: The broker's counters when metrics are on (``metrics.listener``), else None: then
+        #: no request is timed at all.
+        self._metrics = self._broker.metrics
+        #: When metrics are on: when each frame in ``_frames`` was complete (perf_counter_ns),
+        #: and the timing of each response in ``_unsent``.
+        self._arrivals: collections.deque[int] = collections.deque()
+        self._unsent_timings: collections.deque[RequestTiming | None] = collections.deque()
         #: A request handler is running (a parked fetch counts): not idle, whatever the clock.
         self._handling = False
         self.client_ip = client_ip
@@ -143,6 +157,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if frames:
             self._frames.extend(frames)
+            if self._metrics is not None:
+                now = time.perf_counter_ns()
+                self._arrivals.extend(now for _ in frames)
             wakeup = self._wakeup
             if wakeup is not None:
                 self._wakeup = None
@@ -229,10 +246,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._frames.popleft()
                 if self._reading_paused:
                     self._update_reading()
+                timing = None
+                if self._metrics is not None:
+                    timing = RequestTiming(_api_key(frame), _api_version(frame),
+                                           self._arrivals.popleft(), time.perf_counter_ns())
                 self._handling = True
                 try:
                     response = await self._broker.handle_frame(frame, self._client_host,
-                                                               may_defer=produce)
+                                                               may_defer=produce, timing=timing)
                 except FrameError as exc:
                     self.abort(str(exc))
                     return
@@ -243,24 +264,44 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     del frame
                 if self._closed:
                     return
+                if timing is not None:
+                    timing.handled = time.perf_counter_ns()
                 if isinstance(response, Pending):
-                    self._queue(response.future)
+                    if timing is not None:
+                        response.future.add_done_callback(timing.mark_remote_done)
+                    self._queue(response.future, timing)
                 elif self._unsent:
                     if response is not None:
                         done = loop.create_future()
                         done.set_result(response)
-                        self._queue(done)
+                        self._queue(done, timing)
+                    elif timing is not None:
+                        self._request_done(timing)
                 elif response is not None:
+                    if timing is not None:
+                        timing.send_start = time.perf_counter_ns()
                     await self._send(response)
+                    if timing is not None:
+                        self._request_done(timing)
+                elif timing is not None:
+                    self._request_done(timing)
         except asyncio.CancelledError:
             pass
         except Exception:
             log.exception("unexpected error on connection %s", self._peer)
             self.abort("internal error")
 
-    def _queue(self, pending: asyncio.Future[Response | None]) -> None:
+    def _request_done(self, timing: RequestTiming) -> None:
+        """The request's response is sent (or it has none): count it and file its times."""
+        assert self._metrics is not None
+        self._metrics.request_done(timing, time.perf_counter_ns())
+
+    def _queue(self, pending: asyncio.Future[Response | None],
+               timing: RequestTiming | None = None) -> None:
         """Send ``pending`` after the responses queued before it."""
         self._unsent.append(pending)
+        if self._metrics is not None:
+            self._unsent_timings.append(timing)
         if len(self._unsent) == 1:
             self._sender = asyncio.get_running_loop().create_task(self._send_unsent())
         self._update_reading()
@@ -276,9 +317,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 except FrameError as exc:
                     self.abort(str(exc))
                     return
+                timing = self._unsent_timings[0] if self._metrics is not None else None
                 if response is not None and not self._closed:
+                    if timing is not None:
+                        timing.send_start = time.perf_counter_ns()
                     await self._send(response)
                 self._unsent.popleft()
+                if self._metrics is not None:
+                    self._unsent_timings.popleft()
+                    if timing is not None:
+                        self._request_done(timing)
                 if self._reading_paused:
                     self._update_reading()
         except asyncio.CancelledError:

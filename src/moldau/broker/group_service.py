@@ -137,6 +137,8 @@ class GroupService:
             now,
         )
         self.loading = True
+        #: Rebalances begun since start-up (a counter for the metrics endpoint).
+        self.rebalances = 0
         #: Completions waiting for their writes to reach the ISR (held so they are not lost).
         self._completing: set[asyncio.Task[None]] = set()
         self._waiters: dict[int, asyncio.Future[Answer]] = {}
@@ -362,6 +364,7 @@ class GroupService:
         queue = collections.deque([effects])
         while queue:
             current = queue.popleft()
+            self.rebalances += current.rebalances
             for note in current.notes:
                 log.info("%s", note)
             for write in current.writes:

@@ -145,8 +145,12 @@ class Network:
     def connection_opened(self, conn: KafkaConnection) -> None:
         self.broker.connections.add(conn)
         self.idle.touch(conn)
+        if self.broker.metrics is not None:
+            self.broker.metrics.connections_created += 1
 
     def connection_closed(self, conn: KafkaConnection) -> None:
+        if self.broker.metrics is not None and conn in self.broker.connections:
+            self.broker.metrics.connections_closed += 1
         self.broker.connections.discard(conn)
         self.idle.forget(conn)
         self.memory.cancel_wait(conn)

@@ -20,6 +20,7 @@ import sys
 
 from ..config import BrokerConfig
 from ..log.errors import LogDirOfflineError
+from ..metrics.endpoint import MetricsEndpoint
 from .broker import Broker
 from .controlled_shutdown import controlled_shutdown
 from .handlers import register_all
@@ -54,9 +55,13 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     register_all(broker)
     listener = config.listeners[0]
     network = Network(broker)
+    # Before the Kafka listener: once its port accepts, the metrics endpoint answers too.
+    metrics = await _start_metrics(broker)
     try:
         network.listen(listener.host, listener.port)
     except OSError as exc:
+        if metrics is not None:
+            await metrics.stop()
         broker.close()  # the logs were opened: close them cleanly, skipping recovery next time
         raise ListenerError(f"cannot listen on {listener.name}://{listener.host}:"
                             f"{listener.port}: {_reason(exc)}") from exc
@@ -65,20 +70,40 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     watchdog = LoopWatchdog(loop, config.loop_stall_warn_ms / 1000, broker.running)
     watchdog.start()
     data = ", ".join(str(d.resolve()) for d in config.log_dirs)
+    shown = f", metrics at {metrics.url}/metrics" if metrics is not None else ""
     print(f"moldau broker {broker.node_id} listening on {listener.host}:{listener.port}, "
-          f"data in {data}", flush=True)
+          f"data in {data}{shown}", flush=True)
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
         await _controlled_shutdown(broker)
         await network.close()
+        if metrics is not None:
+            await metrics.stop()
         await watchdog.stop()
         await broker.stop_background()
         broker.close()
         log.info("shut down cleanly")
     if broker.fatal_error is not None:
         raise LogDirOfflineError(broker.fatal_error)  # exit status 1, as Kafka halts
+
+
+async def _start_metrics(broker: Broker) -> MetricsEndpoint | None:
+    """The metrics endpoint when ``metrics.listener`` is set, listening before any client
+    connects (the counters must exist by then); a bind failure refuses start-up like the
+    Kafka listener's."""
+    address = broker.config.metrics_listener
+    if address is None:
+        return None
+    metrics = MetricsEndpoint(broker, *address)
+    try:
+        await metrics.start()
+    except OSError as exc:
+        broker.close()
+        raise ListenerError(f"cannot listen on metrics.listener {metrics.url}: "
+                            f"{_reason(exc)}") from exc
+    return metrics
 
 
 async def _controlled_shutdown(broker: Broker) -> None:

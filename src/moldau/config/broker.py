@@ -35,7 +35,13 @@ from .definitions import (
     ConfigValue,
     UnknownConfigError,
 )
-from .listeners import Listener, canonical_hostname, parse_listeners, parse_protocol_map
+from .listeners import (
+    Listener,
+    canonical_hostname,
+    parse_listeners,
+    parse_metrics_listener,
+    parse_protocol_map,
+)
 from .properties import load_properties, parse_overrides
 from .security_keys import (
     LISTENER_ONLY_KEYS,
@@ -529,6 +535,12 @@ class BrokerConfig:
     @property
     def socket_request_max_bytes(self) -> int:
         return self._int("socket.request.max.bytes")
+
+    @property
+    def metrics_listener(self) -> tuple[str, int] | None:
+        """(host, port) of the metrics endpoint, None when ``metrics.listener`` is unset."""
+        raw = self.get("metrics.listener")
+        return None if raw is None else parse_metrics_listener("metrics.listener", str(raw))
 
     @property
     def loop_stall_warn_ms(self) -> int:

@@ -32,6 +32,7 @@ from .definitions import (
     between,
     index_keys,
 )
+from .listeners import MetricsListenerFormat
 from .security_keys import SECURITY_KEYS
 from .topic_keys import (
     CLEANUP_POLICIES,
@@ -320,6 +321,10 @@ _KEYS: list[ConfigKey] = [
               "separated, that topics with confluent.value.schema.validation (or .key.) "
               "check record schema ids against (Confluent Server's key).", LOW),
     # -- moldau's own (Kafka has no such key) ----------------------------------------------
+    ConfigKey("metrics.listener", STR, None, "moldau only: where to serve Prometheus metrics "
+              "(/metrics) and health checks (/health/live, /health/ready), as http://host:port "
+              "(e.g. http://127.0.0.1:9644); unset: no metrics endpoint, and the broker keeps "
+              "no metrics at all.", MEDIUM, MetricsListenerFormat()),
     ConfigKey("moldau.loop.stall.warn.ms", INT, 1000, "moldau only: log a warning naming the "
               "request being handled whenever the event loop stalls longer than this (0: off).",
               LOW, at_least(0)),

@@ -13,7 +13,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .definitions import ConfigError
+from .definitions import ConfigError, ConfigValue, Validator
 
 # NAME://host:port, with IPv6 hosts in brackets; an empty host means "all interfaces".
 _LISTENER = re.compile(r"([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%a-zA-Z]*\]|[^:/\[\]]*):(-?[0-9]+)")
@@ -79,3 +79,29 @@ def parse_listeners(
     if len(set(ports)) != len(ports):
         raise ConfigError(key, raw, "Each listener must have a different port")
     return listeners
+
+
+#: ``http://host:port`` of the metrics endpoint (IPv6 hosts in brackets; empty: all interfaces).
+_METRICS_LISTENER = re.compile(r"http://(\[[0-9A-Fa-f:.%a-zA-Z]*\]|[^:/\[\]]*):([0-9]+)/?")
+
+
+def parse_metrics_listener(key: str, raw: str) -> tuple[str, int]:
+    """(host, port) of ``metrics.listener``; :class:`ConfigError` names what is wrong."""
+    match = _METRICS_LISTENER.fullmatch(raw.strip())
+    if match is None:
+        raise ConfigError(key, raw, "Expected http://host:port (e.g. http://127.0.0.1:9644)")
+    port = int(match.group(2))
+    if not 0 <= port <= 65535:
+        raise ConfigError(key, raw, f"Port {port} is out of range")
+    return match.group(1).strip("[]"), port
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsListenerFormat(Validator):
+    """Validates ``metrics.listener``."""
+
+    def check(self, key: str, value: ConfigValue) -> None:
+        parse_metrics_listener(key, str(value))
+
+    def describe(self) -> str:
+        return "http://host:port"

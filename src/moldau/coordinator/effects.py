@@ -105,6 +105,8 @@ class Effects:
     writes: list[Write] = field(default_factory=list)
     #: What happened to groups, in words, for the broker's log (the machines do no I/O).
     notes: list[str] = field(default_factory=list)
+    #: Rebalances begun (the broker's rebalance counter for its metrics).
+    rebalances: int = 0
 
     def reply(self, token: int | None, response: JoinResponse | SyncResponse) -> None:
         if token is not None:
@@ -114,3 +116,4 @@ class Effects:
         self.replies.extend(other.replies)
         self.writes.extend(other.writes)
         self.notes.extend(other.notes)
+        self.rebalances += other.rebalances

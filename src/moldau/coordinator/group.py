@@ -411,6 +411,7 @@ class Group:
         out.notes.append(f"preparing to rebalance group {self.group_id} in state "
                          f"{self.state.value} with old generation {self.generation_id} "
                          f"({reason})")
+        out.rebalances += 1
         if self.state is GroupState.COMPLETING_REBALANCE:
             self._reset_assignments(ErrorCode.rebalance_in_progress, out)
         self.pending_sync.clear()

@@ -106,6 +106,25 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class CleanerStats:
+    """What the cleaner did since start-up (read by the metrics endpoint; written by the
+    cleaner thread only)."""
+
+    __slots__ = ("bytes_after", "bytes_before", "cleans", "records_removed")
+
+    def __init__(self) -> None:
+        self.cleans = 0
+        self.bytes_before = 0
+        self.bytes_after = 0
+        self.records_removed = 0
+
+    def add(self, result: CleanResult) -> None:
+        self.cleans += 1
+        self.bytes_before += result.bytes_before
+        self.bytes_after += result.bytes_after
+        self.records_removed += result.records_removed
+
+
 class LogCleaner(BackgroundWorker):
     """Compacts the compacted logs of a :class:`LogManager`; see the module docstring."""
 
@@ -124,6 +143,7 @@ class LogCleaner(BackgroundWorker):
         super().__init__(owner, self.config.backoff_ms)
         self.manager = manager
         self._tombstone_bound = tombstone_bound
+        self.stats = CleanerStats()
         #: log dir -> (topic, partition) -> first dirty offset; loaded lazily per dir.
         self._checkpoints: dict[Path, dict[TopicPartition, int]] = {}
         #: When a tombstone kept by the last clean may be removed, per log.
@@ -189,6 +209,7 @@ class LogCleaner(BackgroundWorker):
                 self._on_owner(partial(self.manager.failures.io_succeeded, subject))
             if result is not None:
                 results.append(result)
+                self.stats.add(result)
                 log.info(
                     "cleaned %s-%d up to offset %d: %d -> %d bytes, %d records (%d aborted), "
                     "%d tombstones and %d markers removed", result.topic, result.partition,

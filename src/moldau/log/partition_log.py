@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..metrics.histogram import DurationHistogram
 from .batch import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -63,6 +64,11 @@ log = logging.getLogger(__name__)
 #: Leftovers of interrupted operations (Kafka's suffixes); removed when a log is opened, after
 #: an interrupted clean was completed or rolled back (swap.finish_interrupted_swaps).
 _STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+
+#: How long each log flush (fsync) took, for the broker's metrics (Kafka's
+#: LogFlushRateAndTimeMs). One per process: a process runs one broker, and the log layer knows
+#: nothing of the broker; plain ints, so a flush on a worker thread may very rarely lose a count.
+FLUSH_TIMES = DurationHistogram()
 
 
 def _now_ms() -> int:
@@ -721,6 +727,7 @@ class PartitionLog:
         self._check_online()
         leo = self.log_end_offset
         first = max(0, bisect_right(self._bases, self._recovery_point) - 1)
+        started = time.perf_counter_ns()
         try:
             for segment in self._segments[first:]:
                 segment.flush()
@@ -729,6 +736,7 @@ class PartitionLog:
                 self._dir_dirty = False
         except OSError as exc:
             raise self._io_failed(exc) from None
+        FLUSH_TIMES.observe(time.perf_counter_ns() - started)
         self._recovery_point = leo
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms() if now_ms is None else now_ms

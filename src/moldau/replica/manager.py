@@ -26,7 +26,7 @@ from ..log.errors import StorageError
 from ..log.manager import LogManager
 from ..log.partition_log import PartitionLog
 from .log_dir_mover import LogDirMover
-from .partition import Partition, TopicPartition
+from .partition import IsrChangeCounts, Partition, TopicPartition
 from .purgatory import FetchPurgatory
 from .throttle import ReplicationThrottles
 
@@ -50,6 +50,8 @@ class ReplicaManager:
         #: Follower fetches waiting for data (woken by every append as leader; a cluster only).
         self.replica_fetch_purgatory = FetchPurgatory()
         self._partitions: dict[TopicPartition, Partition] = {}
+        #: ISR shrinks and expands of the partitions led here (for the metrics endpoint).
+        self.isr_changes = IsrChangeCounts()
         #: Replication throttles (reassignments): the leader's and the follower's budgets.
         self.throttles = ReplicationThrottles(local_id)
         #: In a cluster: where a leader's ISR change goes (ZooKeeper, through the cluster link).
@@ -78,7 +80,7 @@ class ReplicaManager:
         me = self.local_id
         notify = self.fetch_purgatory.notify_append
         for plog in plogs:
-            partition = Partition(plog, me, on_committed=notify)
+            partition = Partition(plog, me, on_committed=notify, isr_counts=self.isr_changes)
             if self._lead_all:
                 partition.make_leader(max(plog.latest_epoch, 0), (me,))
             else:

@@ -91,6 +91,19 @@ class _LowWatermarkWaiter:
         self.future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
 
 
+class IsrChangeCounts:
+    """ISR shrinks and expands applied by this broker as leader, over all its partitions
+    (Kafka's IsrShrinksPerSec / IsrExpandsPerSec), and the bytes its followers appended from
+    their leaders (ReplicationBytesInPerSec); read by the metrics endpoint."""
+
+    __slots__ = ("expands", "replication_bytes_in", "shrinks")
+
+    def __init__(self) -> None:
+        self.shrinks = 0
+        self.expands = 0
+        self.replication_bytes_in = 0
+
+
 class Partition:
     """Role, epoch, ISR, follower positions, high watermark and acks waiters of a partition."""
 
@@ -101,6 +114,7 @@ class Partition:
         *,
         on_committed: Callable[[TopicPartition, int, int], None] | None = None,
         on_isr_change: Callable[[Partition, frozenset[int]], None] | None = None,
+        isr_counts: IsrChangeCounts | None = None,
     ) -> None:
         """A partition hosted here, a follower of nobody until :meth:`make_leader` or
         :meth:`make_follower` (the replica manager makes a single broker leader at once).
@@ -127,6 +141,7 @@ class Partition:
         self._uncommitted_bytes = 0
         self._on_committed = on_committed
         self._on_isr_change = on_isr_change
+        self._isr_counts = isr_counts
         #: Set in a cluster: called after every append as leader, to wake follower fetches
         #: waiting for data above the high watermark.
         self.on_leader_append: Callable[[TopicPartition, int], None] | None = None
@@ -233,6 +248,8 @@ class Partition:
         new_isr = frozenset(isr)
         if self.local_id not in new_isr:
             raise ValueError(f"the ISR {sorted(new_isr)} of a leader must hold itself")
+        if self.role is Role.LEADER:  # still leading, at a new epoch (the controller's change)
+            self._count_isr_change(new_isr)
         self.role = Role.LEADER
         self.leader_id = self.local_id
         self.leader_epoch = epoch
@@ -392,6 +409,11 @@ class Partition:
             return ErrorCode.not_enough_replicas_after_append
         return ErrorCode.none
 
+    @property
+    def acks_waiting(self) -> int:
+        """Produce requests (acks=all) waiting here for the ISR: the produce purgatory."""
+        return len(self._waiters)
+
     def wait_for_acks(self, end_offset: int) -> asyncio.Future[ErrorCode]:
         """A future with :meth:`acks_reached`'s answer, set once the high watermark reaches
         ``end_offset`` (or leadership is lost)."""
@@ -509,6 +531,16 @@ class Partition:
             self._maybe_increment_high_watermark()
         return out
 
+    def _count_isr_change(self, new_isr: frozenset[int]) -> None:
+        """Count an ISR change as it is applied here (a replica out: a shrink; in: an
+        expand), whoever decided it: this leader, or the controller through ZooKeeper."""
+        counts = self._isr_counts
+        if counts is not None:
+            if self.isr - new_isr:
+                counts.shrinks += 1
+            if new_isr - self.isr:
+                counts.expands += 1
+
     def _change_isr(self, new_isr: frozenset[int]) -> None:
         if self.propose_isr is not None:
             # In a cluster ZooKeeper holds the ISR: a change counts once written there (it
@@ -516,10 +548,12 @@ class Partition:
             # the high watermark wait for one more replica; a shrunk one is not, so no record
             # is committed by fewer replicas than ZooKeeper's ISR names.
             if new_isr >= self.isr:
+                self._count_isr_change(new_isr)
                 self.isr = new_isr
             self.propose_isr(self, new_isr)
             return
         old = self.isr
+        self._count_isr_change(new_isr)
         self.isr = new_isr
         log.info("%s-%d: ISR %s -> %s at epoch %d", self.topic, self.partition, sorted(old),
                  sorted(new_isr), self.leader_epoch)
@@ -538,6 +572,8 @@ class Partition:
                                f"{self.topic}-{self.partition} is led here")
         end = self._log.append_replicated(records, now_ms) if len(records) else \
             self._log.log_end_offset
+        if self._isr_counts is not None:
+            self._isr_counts.replication_bytes_in += len(records)
         self.follow_high_watermark(leader_high_watermark)
         return end
 
@@ -566,6 +602,7 @@ class Partition:
         coming back through its watch, or the controller's)."""
         new = frozenset(isr)
         if self.role is Role.LEADER and new != self.isr and self.local_id in new:
+            self._count_isr_change(new)
             self.isr = new
             for replica in new:
                 state = self._followers.get(replica)

@@ -36,6 +36,8 @@ class FetchWaiter:
 class FetchPurgatory:
     def __init__(self) -> None:
         self._waiters: dict[PartitionKey, set[FetchWaiter]] = {}
+        #: Fetches waiting now (the purgatory size the metrics endpoint reports).
+        self.size = 0
 
     def notify_append(self, key: PartitionKey, size: int, stable: int | None = None) -> None:
         """``size`` bytes became visible on ``key``, ``stable`` of them (default: all) to
@@ -57,11 +59,13 @@ class FetchPurgatory:
         waiter = FetchWaiter(keys, needed, read_committed)
         for key in waiter.keys:
             self._waiters.setdefault(key, set()).add(waiter)
+        self.size += 1
         try:
             await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
         except TimeoutError:
             pass
         finally:
+            self.size -= 1
             for key in waiter.keys:
                 bucket = self._waiters.get(key)
                 if bucket is not None:

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...log.errors import OffsetOutOfRangeError, StorageError
+from ...metrics.counters import BrokerCounters
 from ...protocol import codec
 from ...protocol.codec import build
 from ...replica import ReplicaError
@@ -267,6 +269,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             for r in parts
             if r.topic is not None and not r.held
         ]
+        started = time.perf_counter_ns() if ctx.timing is not None else 0
         if follower >= 0:
             # Something appended while this fetch was being read (the loop may run the
             # produce handler in between) would not wake it: look again first. No await
@@ -279,5 +282,25 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         else:
             await broker.replicas.wait_for_data(keys, min_bytes - total, max_wait_s,
                                                 getattr(request, "isolation_level", 0) == 1)
+        if ctx.timing is not None:
+            ctx.timing.remote_ns += time.perf_counter_ns() - started
         reads, total = await _read_all(broker, request, follower)
+    if broker.metrics is not None:
+        _count(broker.metrics, reads, follower)
     return await _encode(ctx, reads)
+
+
+def _count(metrics: BrokerCounters, reads: list[tuple[Any, list[_PartitionRead]]],
+           follower: int) -> None:
+    """Bytes out per topic (a follower's go to replication), failed partitions per topic."""
+    for _, parts in reads:
+        for read in parts:
+            if read.topic is None:
+                continue
+            if read.code is not ErrorCode.none:
+                metrics.topic(read.topic).failed_fetch += 1
+            elif read.data is not None:
+                if follower >= 0:
+                    metrics.replication_bytes_out += read.data.size
+                else:
+                    metrics.topic(read.topic).bytes_out += read.data.size

@@ -10,6 +10,7 @@ A single node coordinates every group, so NOT_COORDINATOR is never answered.
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -176,7 +177,10 @@ async def handle_join_group(request: Any, ctx: RequestContext) -> Any:
         require_known_member_id=ctx.version >= 4,
         supports_skip_assignment=ctx.version >= 9,
     )
+    started = time.perf_counter_ns() if ctx.timing is not None else 0
     response = await ctx.broker.groups.join_group(request.group_id, join, now_ms())
+    if ctx.timing is not None:  # waiting for the group to decide: Kafka's remote time
+        ctx.timing.remote_ns += time.perf_counter_ns() - started
     return _join_response(ctx, response)
 
 
@@ -188,6 +192,7 @@ async def handle_sync_group(request: Any, ctx: RequestContext) -> Any:
     error = loading_error(ctx, request.group_id)
     if error is None:
         assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
+        started = time.perf_counter_ns() if ctx.timing is not None else 0
         result = await ctx.broker.groups.sync_group(
             request.group_id,
             request.member_id,
@@ -198,6 +203,8 @@ async def handle_sync_group(request: Any, ctx: RequestContext) -> Any:
             assignments,
             now_ms(),
         )
+        if ctx.timing is not None:
+            ctx.timing.remote_ns += time.perf_counter_ns() - started
         error = result.error
         protocol_type, protocol_name, assignment = (
             result.protocol_type, result.protocol_name, result.assignment)

@@ -120,16 +120,25 @@ def _append(ctx: RequestContext, topic: str, data: Any, partition: Partition | N
     Appends True to ``written`` when new records were written (not a producer's retry)."""
     m = ctx.resp
     index = data.index
+    metrics = ctx.broker.metrics
     if partition is None:
+        if metrics is not None:
+            metrics.topic(topic).failed_produce += 1
         return _partition_response(m, index, ctx.broker.not_hosted_error(topic, index),
                                    "This server does not host this topic-partition.")
     if data.records is None:
+        if metrics is not None:
+            metrics.topic(topic).failed_produce += 1
         return _partition_response(m, index, ErrorCode.corrupt_message, "records are null")
     try:
         result = partition.append_as_leader(data.records, AppendOrigin.CLIENT, acks, now_ms())
     except ReplicaError as exc:
+        if metrics is not None:
+            metrics.topic(topic).failed_produce += 1
         return _partition_response(m, index, exc.code, exc.message)
     except LogError as exc:
+        if metrics is not None:
+            metrics.topic(topic).failed_produce += 1
         if not isinstance(exc, StorageError):
             log.info("rejected produce to %s-%d: %s", topic, index, exc)
         code = next((c for cls, c in _LOG_ERRORS.items() if isinstance(exc, cls)),
@@ -138,6 +147,10 @@ def _append(ctx: RequestContext, topic: str, data: Any, partition: Partition | N
         return _partition_response(m, index, code, str(exc), record_errors=record_errors)
     if not result.duplicate:
         written.append(True)
+        if metrics is not None:
+            counters = metrics.topic(topic)
+            counters.bytes_in += len(data.records)
+            counters.messages_in += result.record_count
     if acks == -1:
         reached = partition.acks_reached(result.last_offset + 1)
         if reached is not ErrorCode.none:  # not there yet (or it failed): answer after the wait

@@ -1,0 +1,174 @@
+"""The HTTP endpoint of ``metrics.listener``: ``/metrics``, ``/health/live``, ``/health/ready``.
+
+It runs on the broker's own event loop (``asyncio.start_server``): the collection reads the
+broker's state where that state lives, with no lock, in one pass over partitions and groups
+(see :mod:`.collector`; the partition logs a slice at a time), into objects of its own.
+Building the per-partition families and rendering the text, most of a scrape's time
+(``generate_latest`` formats each sample in Python, ~3-10 µs a line), run on a worker
+thread: they touch none of the broker's state, and the interpreter hands the loop back every
+switch interval (5 ms), so a large scrape does not stall the clients.
+
+The HTTP it speaks is the least a scraper, a load balancer's health check or curl needs: one
+``GET`` (or ``HEAD``) per connection, answered with ``Connection: close``. A request line or
+headers that do not come within :data:`READ_TIMEOUT_S`, or exceed :data:`MAX_HEADER_LINES`,
+close that connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import CollectorRegistry
+
+from .collector import BrokerCollector, LogRows, snapshot_logs
+from .counters import BrokerCounters
+from .health import readiness
+from .loop_lag import LoopLag
+
+if TYPE_CHECKING:
+    from ..broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+#: A client gets this long to send its request line and headers.
+READ_TIMEOUT_S = 10.0
+#: Longest request line or header line (asyncio's StreamReader limit).
+MAX_LINE_BYTES = 8192
+MAX_HEADER_LINES = 100
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            503: "Service Unavailable"}
+
+
+class _Collected:
+    """Metric families already collected, in the shape ``generate_latest`` reads."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> list[Metric]:
+        return self._families
+
+
+class MetricsEndpoint:
+    """The broker's counters, their collector and the HTTP server that exposes them.
+
+    Constructing it turns metrics on: the broker's hot paths start counting
+    (``broker.metrics``); it must happen before the first client connects.
+    """
+
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.counters = BrokerCounters(broker.config.listeners[0].name)
+        broker.metrics = self.counters
+        self.loop_lag = LoopLag()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BrokerCollector(broker, self.counters, self.loop_lag))
+        ProcessCollector(namespace="moldau", registry=self.registry)
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        """Listen (raises OSError when the address cannot be bound) and start measuring."""
+        self._server = await asyncio.start_server(
+            self._serve, self.host or None, self.port, limit=MAX_LINE_BYTES,
+            reuse_address=True)
+        sockets = self._server.sockets
+        if sockets and self.port == 0:
+            self.port = int(sockets[0].getsockname()[1])
+        self.loop_lag.start()
+
+    async def stop(self) -> None:
+        await self.loop_lag.stop()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            self._server = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(_read_request(reader), READ_TIMEOUT_S)
+            if request is None:
+                status, content_type, body = 400, "text/plain", b"bad request\n"
+                method = "GET"
+            else:
+                method, path = request
+                status, content_type, body = self._route(method, path)
+                if path == "/metrics" and status == 200:
+                    body = await self._scrape()
+            head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
+                    f"Content-Type: {content_type}\r\n"
+                    f"Content-Length: {len(body)}\r\n"
+                    "Connection: close\r\n\r\n").encode()
+            writer.write(head if method == "HEAD" else head + body)
+            await asyncio.wait_for(writer.drain(), READ_TIMEOUT_S)
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except Exception:
+            log.exception("metrics endpoint: request failed")
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _scrape(self) -> bytes:
+        """Read the broker's state on the loop (the logs a slice at a time), then build the
+        per-partition families and render the text on a worker thread."""
+        rows = await snapshot_logs(self.broker)
+        families = list(self.registry.collect())
+
+        def render() -> bytes:
+            return generate_latest(_Collected([*families, *LogRows(rows).collect()]))
+
+        return await asyncio.to_thread(render)
+
+    def _route(self, method: str, path: str) -> tuple[int, str, bytes]:
+        if path not in ("/metrics", "/health/live", "/health/ready"):
+            return 404, "text/plain", b"not found: try /metrics, /health/live, /health/ready\n"
+        if method not in ("GET", "HEAD"):
+            return 405, "text/plain", b"method not allowed\n"
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, b""  # the body is rendered by the caller
+        if path == "/health/live":
+            return 200, "application/json", b'{"status": "live"}\n'
+        checks = readiness(self.broker)
+        ready = all(checks.values())
+        body = {"status": "ready" if ready else "not ready", "checks": checks,
+                "failing": [name for name, ok in checks.items() if not ok]}
+        return (200 if ready else 503), "application/json", json.dumps(body).encode() + b"\n"
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str] | None:
+    """(method, path) of an HTTP request, its headers read and ignored; None if malformed."""
+    try:
+        line = await reader.readuntil(b"\n")
+        for _ in range(MAX_HEADER_LINES):
+            header = await reader.readuntil(b"\n")
+            if header in (b"\r\n", b"\n"):
+                break
+        else:
+            return None
+    except asyncio.LimitOverrunError:
+        return None
+    parts = line.decode("latin-1").split()
+    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        return None
+    method, target = parts[0], parts[1]
+    return method, target.split("?", 1)[0]
