@@ -58,6 +58,7 @@ from .group_service import OFFSETS_TOPIC, GroupService
 from .loop_watchdog import RunningRequests
 from .peer_clients import PeerClients
 from .response import Deferred, Pending, Response
+from .session import Session
 from .test_faults import DroppedResponse, ProduceResponseDropper
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
 from .transaction_service import TransactionService
@@ -104,11 +105,12 @@ def restore_dynamic_configs(config: BrokerConfig, stored: dict[str, str]) -> Bro
 class RequestContext:
     """What a handler needs besides the request: the broker, the header, the response classes."""
 
-    __slots__ = ("broker", "client_host", "header", "may_defer", "resp", "timing", "version")
+    __slots__ = ("broker", "client_host", "header", "may_defer", "resp", "session", "timing",
+                 "version")
 
     def __init__(self, broker: Broker, header: Any, version: int, resp: Any,
                  client_host: str = "", may_defer: bool = False,
-                 timing: RequestTiming | None = None) -> None:
+                 timing: RequestTiming | None = None, session: Session | None = None) -> None:
         self.broker = broker
         self.header = header
         self.version = version
@@ -120,6 +122,15 @@ class RequestContext:
         #: With metrics on: the request's timestamps; a handler adds its purgatory waits to
         #: ``timing.remote_ns`` (Kafka's remote time).
         self.timing = timing
+        #: The connection's listener and principal (None for requests made in-process).
+        self.session = session
+
+    @property
+    def listener_name(self) -> str:
+        """The listener the request came in on: its endpoints are the ones to answer with."""
+        if self.session is not None:
+            return self.session.listener.name
+        return self.broker.config.advertised_listeners[0].name
 
     @property
     def client_id(self) -> str:
@@ -685,7 +696,8 @@ class Broker:
         self._handlers[api_key] = handler
 
     async def handle_frame(self, frame: bytes | memoryview, client_host: str = "", *,
-                           may_defer: bool = False, timing: RequestTiming | None = None
+                           may_defer: bool = False, timing: RequestTiming | None = None,
+                           session: Session | None = None
                            ) -> Response | Pending | None:
         """Decode one request frame, run its handler, and encode the response (None: no reply).
 
@@ -715,7 +727,7 @@ class Broker:
             raise FrameError(f"malformed {api.name} v{version} request from client "
                              f"{header.client_id!r}: {exc}") from None
         ctx = RequestContext(self, header, version, codec.response_module(key, version),
-                             client_host, may_defer, timing)
+                             client_host, may_defer, timing, session)
         task = self.running.begin(api.name, version, header.client_id, request)
         try:
             result = await handler(request, ctx)

@@ -41,6 +41,7 @@ from ..protocol.apis import PRODUCE
 from ..protocol.frames import FrameError, frame_prefix
 from .frame_reader import Frame, FrameReader
 from .response import Pending, Response
+from .session import Session
 
 if TYPE_CHECKING:
     from .network import Network
@@ -70,7 +71,8 @@ def _api_version(frame: Frame) -> int:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, network: Network, client_ip: str = "") -> None:
+    def __init__(self, network: Network, client_ip: str = "",
+                 session: Session | None = None) -> None:
         self._network = network
         self._broker = network.broker
         # Read once: socket.request.max.bytes is static, and this runs on every frame.
@@ -101,6 +103,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: A request handler is running (a parked fetch counts): not idle, whatever the clock.
         self._handling = False
         self.client_ip = client_ip
+        #: The listener this client came in on and who it authenticated as.
+        self.session = session or Session(network.broker.config.listeners[0], client_ip)
         self._peer = "?"
         self._client_host = ""
 
@@ -253,7 +257,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._handling = True
                 try:
                     response = await self._broker.handle_frame(frame, self._client_host,
-                                                               may_defer=produce, timing=timing)
+                                                               may_defer=produce, timing=timing,
+                                                               session=self.session)
                 except FrameError as exc:
                     self.abort(str(exc))
                     return

@@ -18,11 +18,13 @@ import socket
 from functools import partial
 from typing import TYPE_CHECKING
 
+from ..config.listeners import Listener
 from .connection import KafkaConnection
 from .connection_quotas import ConnectionQuotas
 from .frame_reader import SCRATCH_BYTES
 from .idle_expiry import IdleExpiry
 from .memory_pool import MemoryPool
+from .session import Session
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -52,15 +54,16 @@ class Network:
         self.memory = MemoryPool(config.queued_max_request_bytes)
         self.idle = IdleExpiry(config.connections_max_idle_ms)
         self.quotas = ConnectionQuotas(lambda: broker.config)
-        self._sockets: list[socket.socket] = []
+        self._sockets: list[tuple[socket.socket, Listener]] = []
         self._accepting: list[asyncio.Task[None]] = []
         self._slot_freed = asyncio.Event()
 
     # -- listening ---------------------------------------------------------------------------
 
-    def listen(self, host: str, port: int, backlog: int = 1024) -> None:
-        """Bind and listen on ``host:port`` ("" for all interfaces), as create_server does."""
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+    def listen(self, listener: Listener, backlog: int = 1024) -> None:
+        """Bind and listen on the listener's ``host:port`` ("" for all interfaces), as
+        create_server does; its connections know they came in on ``listener``."""
+        infos = socket.getaddrinfo(listener.host or None, listener.port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
         seen: set[tuple[int, object]] = set()
         for family, type_, proto, _name, address in infos:
@@ -79,14 +82,15 @@ class Network:
                 sock.close()
                 self.close_sockets()
                 raise
-            self._sockets.append(sock)
+            self._sockets.append((sock, listener))
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._accepting = [loop.create_task(self._accept_loop(s)) for s in self._sockets]
+        self._accepting = [loop.create_task(self._accept_loop(s, listener))
+                           for s, listener in self._sockets]
 
     def close_sockets(self) -> None:
-        for sock in self._sockets:
+        for sock, _listener in self._sockets:
             sock.close()
         self._sockets.clear()
 
@@ -101,7 +105,7 @@ class Network:
         conns = list(self.broker.connections)
         await asyncio.gather(*(c.close("broker shutting down") for c in conns))
 
-    async def _accept_loop(self, listening: socket.socket) -> None:
+    async def _accept_loop(self, listening: socket.socket, listener: Listener) -> None:
         loop = asyncio.get_running_loop()
         while True:
             if self.quotas.at_max():
@@ -125,7 +129,8 @@ class Network:
                 continue
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                await loop.connect_accepted_socket(partial(KafkaConnection, self, ip), sock)
+                await loop.connect_accepted_socket(
+                    partial(KafkaConnection, self, ip, Session(listener, ip)), sock)
             except OSError as exc:
                 log.info("dropping connection from %s: %s", ip, exc)
                 self.quotas.release(ip)

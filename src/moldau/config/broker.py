@@ -36,6 +36,7 @@ from .definitions import (
     UnknownConfigError,
 )
 from .listeners import (
+    SERVED_PROTOCOLS,
     Listener,
     canonical_hostname,
     parse_listeners,
@@ -125,13 +126,20 @@ class BrokerConfig:
         if not self._listeners:
             raise ConfigError("listeners", "", "At least one listener is required")
         for listener in self._listeners:
-            if listener.security_protocol != "PLAINTEXT":
+            if listener.security_protocol not in SERVED_PROTOCOLS:
                 raise ConfigError(
                     "listeners",
                     ",".join(self._list("listeners")),
                     f"listener {listener.name} uses {listener.security_protocol}; "
-                    "moldau serves PLAINTEXT listeners only",
+                    f"moldau serves {', '.join(SERVED_PROTOCOLS)} listeners",
                 )
+        inter_broker = self._opt_str("inter.broker.listener.name")
+        if inter_broker and inter_broker.upper() not in {lst.name for lst in self._listeners}:
+            raise ConfigError("inter.broker.listener.name", inter_broker,
+                              message="inter.broker.listener.name must be a listener name "
+                              "defined in advertised.listeners. The valid options based on "
+                              "currently configured listeners are "
+                              + ",".join(lst.name for lst in self._listeners))
         advertised = self.get("advertised.listeners")
         self._advertised: list[Listener] | None = None
         if advertised is not None:
@@ -469,6 +477,11 @@ class BrokerConfig:
             else lst
             for lst in self._listeners
         ]
+
+    def advertised_listener(self, name: str) -> Listener:
+        """The advertised endpoint of listener ``name`` (the first one if there is none)."""
+        advertised = self.advertised_listeners
+        return next((lst for lst in advertised if lst.name == name), advertised[0])
 
     @property
     def inter_broker_listener_name(self) -> str:
