@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import secrets
 import time
 import traceback
 import uuid
@@ -58,7 +59,7 @@ from .group_service import OFFSETS_TOPIC, GroupService
 from .loop_watchdog import RunningRequests
 from .peer_clients import PeerClients
 from .response import Deferred, Pending, Response
-from .session import Session
+from .session import Session, session_gate
 from .test_faults import DroppedResponse, ProduceResponseDropper
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
 from .transaction_service import TransactionService
@@ -197,6 +198,8 @@ class Broker:
             raise
         #: Receive buffers for large frames, shared by all connections.
         self.frame_buffers = BufferPool()
+        #: Keys the made-up SCRAM salts of unknown users (see :mod:`.scram`); per process.
+        self.sasl_secret = secrets.token_bytes(32)
         self.connections: set[KafkaConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner: LogCleaner | None = None
@@ -704,6 +707,12 @@ class Broker:
         With ``may_defer`` an ``acks=all`` Produce returns a :class:`Pending` as soon as its
         records are appended; its response is completed once the ISR has them.
         """
+        if session is not None and (not session.authenticated or session.expires_at):
+            if session.raw_tokens:
+                return await self._raw_sasl_token(frame, session)
+            gate = session_gate(session, frame)
+            if gate is not None:
+                raise FrameError(gate)
         header, offset = parse_request_header(frame)
         key, version = header.api_key, header.api_version
         api = SUPPORTED.get(key)
@@ -744,6 +753,17 @@ class Broker:
                 result.pending, api, version, header, flexible, request, client_host)))
         return await self._encode(result, api, version, header, flexible, request,
                                   client_host)
+
+    async def _raw_sasl_token(self, frame: bytes | memoryview, session: Session) -> Response:
+        """A SASL token after SaslHandshake v0: answered as a bare token (see handlers.sasl)."""
+        from .handlers.sasl import handle_raw_token
+        from .sasl import SaslFailure
+
+        try:
+            answer = await handle_raw_token(self, session, bytes(frame))
+        except SaslFailure:
+            raise FrameError("SASL authentication failed") from None
+        return Response.of_bytes(answer)
 
     async def _complete(self, pending: Awaitable[Any], api: ApiRange, version: int,
                         header: RequestHeader, flexible: bool, request: Any,

@@ -290,6 +290,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         self._request_done(timing)
                 elif timing is not None:
                     self._request_done(timing)
+                if self.session.closing:
+                    self.abort("failed authentication", logging.INFO)
         except asyncio.CancelledError:
             pass
         except Exception:

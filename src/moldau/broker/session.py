@@ -9,10 +9,12 @@ succeeded (see :mod:`.sasl`).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..config.listeners import Listener
+from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SUPPORTED
 
 if TYPE_CHECKING:
     from .sasl import SaslExchange
@@ -40,6 +42,8 @@ class Session:
     #: Monotonic deadline (seconds) after which a re-authentication is due (KIP-368); None
     #: when sessions do not expire.
     expires_at: float | None = None
+    #: Close the connection once the current response is sent (a failed authentication).
+    closing: bool = False
 
     def __post_init__(self) -> None:
         if not self.uses_sasl:
@@ -52,3 +56,26 @@ class Session:
     @property
     def uses_tls(self) -> bool:
         return self.listener.security_protocol in ("SSL", "SASL_SSL")
+
+
+#: What a SASL connection may send before it has authenticated.
+_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+_REAUTHENTICATION = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
+
+def session_gate(session: Session, frame: bytes | memoryview) -> str | None:
+    """Why ``frame`` must close the connection (None: serve it), as Kafka's
+    SaslServerAuthenticator refuses a request before authentication and an expired session
+    (KIP-368) anything but re-authentication."""
+    key = (frame[0] << 8 | frame[1]) if len(frame) >= 2 else -1
+    if not session.authenticated:
+        if key in _BEFORE_AUTHENTICATION:
+            return None
+        api = SUPPORTED.get(key)
+        return (f"unexpected Kafka request of type {api.name if api else key} during SASL "
+                f"handshake (client {session.client_address or '?'})")
+    if session.expires_at is not None and time.monotonic() > session.expires_at \
+            and key not in _REAUTHENTICATION:
+        return (f"SASL session of {session.principal} expired; the client did not "
+                f"re-authenticate (connections.max.reauth.ms)")
+    return None

@@ -36,6 +36,7 @@ from .definitions import (
     UnknownConfigError,
 )
 from .listeners import (
+    SASL_MECHANISMS,
     SERVED_PROTOCOLS,
     Listener,
     canonical_hostname,
@@ -46,6 +47,7 @@ from .listeners import (
 from .properties import load_properties, parse_overrides
 from .security_keys import (
     LISTENER_ONLY_KEYS,
+    MECHANISM_KEYS,
     kafka_set,
     listener_key_definition,
     per_broker_only,
@@ -140,6 +142,7 @@ class BrokerConfig:
                               "defined in advertised.listeners. The valid options based on "
                               "currently configured listeners are "
                               + ",".join(lst.name for lst in self._listeners))
+        self._check_sasl_mechanisms()
         advertised = self.get("advertised.listeners")
         self._advertised: list[Listener] | None = None
         if advertised is not None:
@@ -397,6 +400,22 @@ class BrokerConfig:
             )
         return broker_id if broker_set and not node_set else node_id
 
+    def _check_sasl_mechanisms(self) -> None:
+        """A SASL listener must offer a mechanism moldau has (Kafka's default, GSSAPI, is not
+        one of them)."""
+        for listener in self._listeners:
+            if not listener.security_protocol.startswith("SASL_"):
+                continue
+            enabled = self.listener_setting(listener.name, "sasl.enabled.mechanisms") or ()
+            assert isinstance(enabled, tuple)
+            if not any(m.upper() in SASL_MECHANISMS for m in enabled):
+                raise ConfigError(
+                    "sasl.enabled.mechanisms", ",".join(enabled),
+                    message=f"listener {listener.name} offers none of the SASL mechanisms "
+                    f"moldau supports ({', '.join(SASL_MECHANISMS)}); set "
+                    f"sasl.enabled.mechanisms or listener.name.{listener.name.lower()}."
+                    "sasl.enabled.mechanisms")
+
     def _check_advertised(self, advertised: list[Listener]) -> list[Listener]:
         raw = ",".join(self._list("advertised.listeners"))
         names = {listener.name for listener in self._listeners}
@@ -477,6 +496,23 @@ class BrokerConfig:
             else lst
             for lst in self._listeners
         ]
+
+    def listener_setting(self, listener: str, key: str,
+                         mechanism: str | None = None) -> ConfigValue:
+        """A TLS/SASL key as one listener sees it, in Kafka's order of precedence:
+        ``listener.name.<l>.<mechanism>.<key>``, ``listener.name.<l>.<key>``, ``<key>``."""
+        prefix = f"listener.name.{listener.lower()}."
+        names = [f"{prefix}{key}", key]
+        if mechanism is not None:
+            names.insert(0, f"{prefix}{mechanism.lower()}.{key}")
+        for name in names:
+            for layer in _LAYERS:
+                if name in self._raw[layer]:
+                    definition = key_definition(name) or MECHANISM_KEYS.get(key)
+                    raw = self._raw[layer][name]
+                    return definition.parse(raw) if definition is not None else raw
+        definition = BROKER_KEYS.get(key) or MECHANISM_KEYS.get(key)
+        return definition.default if definition is not None else None
 
     def advertised_listener(self, name: str) -> Listener:
         """The advertised endpoint of listener ``name`` (the first one if there is none)."""
