@@ -116,6 +116,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else ""
+        self.session.transport_ready(transport)
         self._network.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -386,7 +387,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """
         transport = self._transport
         assert transport is not None
-        if transport.get_write_buffer_size() == 0:
+        # Over TLS the bytes must go through the transport's encryption: copy them.
+        if transport.get_write_buffer_size() == 0 and not self.session.uses_tls:
             sock = transport.get_extra_info("socket")
             if sock is not None:
                 try:

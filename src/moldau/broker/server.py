@@ -19,6 +19,7 @@ import signal
 import sys
 
 from ..config import BrokerConfig
+from ..config.tls import server_context
 from ..log.errors import LogDirOfflineError
 from ..metrics.endpoint import MetricsEndpoint
 from .broker import Broker
@@ -50,6 +51,9 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
 async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     """Run a broker until ``stop`` is set."""
     loop = asyncio.get_running_loop()
+    # Before the logs open: a bad key store stops start-up with a message naming the key.
+    tls = {lst.name: server_context(config, lst.name) for lst in config.listeners
+           if lst.security_protocol in ("SSL", "SASL_SSL")}
     broker = Broker(config)
     broker.request_shutdown = stop.set
     register_all(broker)
@@ -59,7 +63,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     metrics = await _start_metrics(broker)
     for each in config.listeners:
         try:
-            network.listen(each)
+            network.listen(each, tls.get(each.name))
         except OSError as exc:
             network.close_sockets()
             if metrics is not None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config.listeners import Listener
+from ..config.tls import subject_name
 from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SUPPORTED
 
 if TYPE_CHECKING:
@@ -48,6 +49,14 @@ class Session:
     def __post_init__(self) -> None:
         if not self.uses_sasl:
             self.authenticated = True
+
+    def transport_ready(self, transport: Any) -> None:
+        """On a TLS connection without SASL, the principal is the client certificate's
+        subject (Kafka's default ``ssl.principal.mapping.rules``), if it sent one."""
+        if self.uses_tls and not self.uses_sasl:
+            peercert = transport.get_extra_info("peercert")
+            if peercert:
+                self.principal = f"User:{subject_name(peercert)}"
 
     @property
     def uses_sasl(self) -> bool:
