@@ -264,3 +264,33 @@ def test_handshake_v0_then_raw_plain_token(sasl_broker: SaslBroker) -> None:
         client.request(HandshakeV0(mechanism="PLAIN"))
         client.send_raw(frame(b"\0alice\0wrong"))
         assert client.wait_closed()
+
+
+def test_cli_user_add_list_delete(sasl_broker: SaslBroker, tmp_path: Path) -> None:
+    from tests.helpers.cli import run_moldau
+
+    # Through the SASL listener, authenticated as the PLAIN admin with a command config.
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                      "sasl.username=admin\nsasl.password=admin-pw\n")
+    sasl = ["-b", f"127.0.0.1:{sasl_broker.sasl}", "--command-config", str(config)]
+    added = run_moldau("user", "add", "bob", "--password", "bob-pw", "--mechanism",
+                       "SCRAM-SHA-256", *sasl)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.strip() == "User bob: SCRAM-SHA-256 credentials set (4096 iterations)"
+    listed = run_moldau("user", "list", "-b", f"127.0.0.1:{sasl_broker.plain}")
+    assert "bob  SCRAM-SHA-256 (4096 iterations)" in listed.stdout, listed.stderr
+    values = _round_trip(sasl_broker.conf("SCRAM-SHA-256", "bob", "bob-pw"))
+    assert values == [b"v0", b"v1", b"v2"]
+    deleted = run_moldau("user", "delete", "bob", *sasl)
+    assert deleted.returncode == 0, deleted.stderr
+    again = run_moldau("user", "delete", "bob", *sasl)
+    assert again.returncode != 0
+    assert len(again.stderr.strip().splitlines()) == 1 and "bob" in again.stderr
+    assert "Traceback" not in again.stderr
+    # The CLI itself with wrong credentials: one clear line, no traceback.
+    wrong = run_moldau("user", "list", "-b", f"127.0.0.1:{sasl_broker.sasl}",
+                       "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
+                       "-X", "sasl.username=admin", "-X", "sasl.password=nope",
+                       "--timeout", "3")
+    assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
