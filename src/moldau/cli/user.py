@@ -85,9 +85,10 @@ def add(conn: Connection, name: str, password: str, mechanisms: tuple[str, ...],
     """Create user NAME, or set a new password."""
     client = _client(conn, command_config, settings)
     chosen = mechanisms or tuple(_MECHANISMS)
-    upserts: list[UserScramCredentialAlteration] = [UserScramCredentialUpsertion(name, ScramCredentialInfo(_MECHANISMS[m],
-                                                                      iterations),
-                                            password.encode()) for m in chosen]
+    upserts: list[UserScramCredentialAlteration] = [
+        UserScramCredentialUpsertion(name, ScramCredentialInfo(_MECHANISMS[m], iterations),
+                                     password.encode())
+        for m in chosen]
     futures = client.admin.alter_user_scram_credentials(upserts,
                                                        request_timeout=conn.timeout)
     conn.result(futures[name], f"cannot set credentials of user {name!r}")
