@@ -6,9 +6,11 @@ authentication. The broker's PLAINTEXT listener keeps serving throughout."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -23,6 +25,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
+from tests.conftest import MakeBroker
 from tests.helpers.broker_process import BrokerProcess, free_port
 from tests.integration.wire import ConnectionClosed, WireClient
 
@@ -294,3 +297,33 @@ def test_cli_user_add_list_delete(sasl_broker: SaslBroker, tmp_path: Path) -> No
                        "-X", "sasl.username=admin", "-X", "sasl.password=nope",
                        "--timeout", "3")
     assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+
+
+def test_session_lifetime_and_reauthentication(make_broker: MakeBroker) -> None:
+    """KIP-368: SaslAuthenticate v1+ says how long the session lasts; a client that does not
+    re-authenticate in time is disconnected at its next request, one that does carries on."""
+    port = free_port()
+    make_broker(f"listeners=SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms=PLAIN",
+                f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
+                "connections.max.reauth.ms=1500", port=port)
+    metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False)
+
+    def authenticate(client: WireClient) -> Any:
+        assert client.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+        return client.request(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-pw"))
+
+    with WireClient("127.0.0.1", port) as client:
+        answer = authenticate(client)
+        assert answer.error_code == 0
+        assert answer.session_lifetime.total_seconds() == 1.5
+        client.request(metadata)
+        time.sleep(1.0)
+        assert authenticate(client).error_code == 0  # re-authenticated in time
+        time.sleep(1.0)
+        client.request(metadata)  # 2 s after the first authentication: still served
+    with WireClient("127.0.0.1", port) as client:
+        authenticate(client)
+        time.sleep(1.7)
+        with pytest.raises(ConnectionClosed):
+            client.request(metadata)
