@@ -233,10 +233,16 @@ def test_truncated_tls_record_closes_that_connection(tls_broker: TlsBroker) -> N
     _round_trip(tls_broker.ssl_conf())
 
 
-def test_kcat_over_ssl(tls_broker: TlsBroker, kcat: str) -> None:
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+def test_kcat_over_ssl(tls_broker: TlsBroker, kcat: str, protocol: str) -> None:
+    # Debian's kcat has librdkafka 2.0.2, whose SCRAM final message repeats the client nonce.
     topic = f"kcat-tls-{uuid.uuid4().hex[:8]}"
-    args = [kcat, "-b", f"127.0.0.1:{tls_broker.ssl_port}", "-X", "security.protocol=SSL",
+    port = tls_broker.ssl_port if protocol == "SSL" else tls_broker.sasl_ssl
+    args = [kcat, "-b", f"127.0.0.1:{port}", "-X", f"security.protocol={protocol}",
             "-X", f"ssl.ca.location={tls_broker.ca_file}"]
+    if protocol == "SASL_SSL":
+        args += ["-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=tls-user",
+                 "-X", "sasl.password=tls-pw"]
     produced = subprocess.run([*args, "-P", "-t", topic], input="one\ntwo\n", text=True,
                               capture_output=True, timeout=30)
     assert produced.returncode == 0, produced.stderr

@@ -231,6 +231,8 @@ def test_wildcard_listener_advertises_canonical_hostname(
         ({"listeners": "A://h:1", "listener.security.protocol.map": "A:PLAINTEXT",
           "inter.broker.listener.name": "B"}, "must be a listener name"),
         ({"listeners": "SASL_PLAINTEXT://h:1"}, "offers none of the SASL mechanisms"),
+        ({"listeners": "SSL://h:1", "zookeeper.connect": "z:2181"},
+         "reach each other over a PLAINTEXT listener only"),
         ({"listeners": "PLAINTEXT://h:1,PLAINTEXT://h:2"}, "different name"),
         ({"listeners": "PLAINTEXT://h:1,SSL://h:1"}, "different port"),
         ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "nonroutable"),

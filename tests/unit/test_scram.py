@@ -69,6 +69,32 @@ def test_garbage_client_first_is_refused(token: bytes) -> None:
         ScramServer("SCRAM-SHA-256", lambda user: None, b"k").step(token)
 
 
+def test_final_nonce_ending_with_the_server_nonce_is_accepted() -> None:
+    """librdkafka 2.0.x repeats the client nonce in its final message; Kafka accepts it."""
+    cred = ScramCredential.from_password("SCRAM-SHA-512", "pw")
+    server = ScramServer("SCRAM-SHA-512", lambda user: cred, b"k")
+    first = server.step(b"n,,n=u,r=abc").decode()
+    attrs = dict(p.split("=", 1) for p in first.split(","))
+    final, server_sig = _client_final_raw("SCRAM-SHA-512", "pw", "n=u,r=abc", first,
+                                          "abc" + attrs["r"])
+    assert server.step(final.encode()) == b"v=" + base64.b64encode(server_sig)
+
+
+def _client_final_raw(mechanism: str, password: str, bare: str, server_first: str,
+                      nonce: str) -> tuple[str, bytes]:
+    digest = "sha256" if mechanism.endswith("256") else "sha512"
+    attrs = dict(p.split("=", 1) for p in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(digest, password.encode(), base64.b64decode(attrs["s"]),
+                                 int(attrs["i"]))
+    client_key = hmac.digest(salted, b"Client Key", digest)
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"{bare},{server_first},{without_proof}".encode()
+    signature = hmac.digest(hashlib.new(digest, client_key).digest(), auth, digest)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    server_sig = hmac.digest(hmac.digest(salted, b"Server Key", digest), auth, digest)
+    return f"{without_proof},p={base64.b64encode(proof).decode()}", server_sig
+
+
 def test_tampered_nonce_is_refused() -> None:
     cred = ScramCredential.from_password("SCRAM-SHA-256", "pw")
     server = ScramServer("SCRAM-SHA-256", lambda user: cred, b"k")

@@ -153,7 +153,10 @@ class ScramServer:
             raise ScramError("SCRAM client-final message has no proof")
         attrs = _attributes(without_proof)
         expected_binding = base64.b64encode(self._gs2_header.encode()).decode()
-        if attrs.get("c") != expected_binding or attrs.get("r") != self._nonce:
+        # Kafka accepts a final nonce that ends with the server's (not only one equal to it):
+        # librdkafka 2.0.x (Debian's kcat) sends the client nonce twice. The proof still
+        # covers the whole nonce, so a replayed proof cannot pass.
+        if attrs.get("c") != expected_binding or not attrs.get("r", "").endswith(self._nonce):
             raise ScramError("SCRAM channel binding or nonce mismatch")
         try:
             proof = base64.b64decode(proof_attr, validate=True)

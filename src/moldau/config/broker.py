@@ -143,6 +143,7 @@ class BrokerConfig:
                               "currently configured listeners are "
                               + ",".join(lst.name for lst in self._listeners))
         self._check_sasl_mechanisms()
+        self._check_inter_broker_protocol()
         advertised = self.get("advertised.listeners")
         self._advertised: list[Listener] | None = None
         if advertised is not None:
@@ -399,6 +400,19 @@ class BrokerConfig:
                 f"node.id={node_id}, broker.id={broker_id}",
             )
         return broker_id if broker_set and not node_set else node_id
+
+    def _check_inter_broker_protocol(self) -> None:
+        """moldau's peer clients (replica fetchers, controller requests) speak PLAINTEXT only:
+        in a cluster the inter-broker listener must be a PLAINTEXT one."""
+        if self._opt_str("zookeeper.connect") is None:
+            return
+        name = self.inter_broker_listener_name
+        listener = next((lst for lst in self._listeners if lst.name == name), None)
+        if listener is not None and listener.security_protocol != "PLAINTEXT":
+            raise ConfigError("inter.broker.listener.name", name,
+                              message=f"listener {name} uses {listener.security_protocol}; "
+                              "moldau brokers reach each other over a PLAINTEXT listener "
+                              "only (add one and name it in inter.broker.listener.name)")
 
     def _check_sasl_mechanisms(self) -> None:
         """A SASL listener must offer a mechanism moldau has (Kafka's default, GSSAPI, is not
