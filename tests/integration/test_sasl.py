@@ -176,6 +176,12 @@ def test_handshake_on_plaintext_listener_is_illegal(sasl_broker: SaslBroker) -> 
     with WireClient("127.0.0.1", sasl_broker.plain) as client:
         answer = client.request(SaslHandshakeRequest(mechanism="PLAIN"))
         assert answer.error_code == 34
+        answer = client.request(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-pw"))
+        assert answer.error_code == 34
+        # As in Kafka, the connection stays open for its other requests.
+        md = client.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                            include_topic_authorized_operations=False))
+        assert [b.port for b in md.brokers] == [sasl_broker.plain]
 
 
 def test_describe_and_delete_credentials(sasl_broker: SaslBroker) -> None:

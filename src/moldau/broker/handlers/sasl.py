@@ -53,7 +53,9 @@ async def handle_handshake(request: Any, ctx: RequestContext) -> Any:
     session.mechanism = mechanism
     session.exchange = new_exchange(broker.config, broker.metadata, session.listener.name,
                                     mechanism, broker.sasl_secret)
-    session.raw_tokens = ctx.version == 0
+    # Raw tokens (v0) only before the first authentication: re-authentication (KIP-368)
+    # needs SaslAuthenticate.
+    session.raw_tokens = ctx.version == 0 and not session.authenticated
     return build(m.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=tuple(offered))
 
 
@@ -93,7 +95,9 @@ async def handle_authenticate(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     session = ctx.session
     if session is None or not session.uses_sasl or session.exchange is None:
-        if session is not None:
+        # Before authentication Kafka's authenticator closes the connection; afterwards (and
+        # on other listeners) the request reaches KafkaApis, which only answers the error.
+        if session is not None and not session.authenticated:
             session.closing = True
         return build(m.SaslAuthenticateResponse, error_code=ErrorCode.illegal_sasl_state,
                      error_message="Unexpected SaslAuthenticate request",
