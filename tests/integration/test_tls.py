@@ -6,9 +6,11 @@ certificates) while a plaintext client keeps being served."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import socket
 import ssl
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,6 +77,11 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
     stranger = other_ca.issue_cert("mallory@example.com", common_name="mallory")
     stranger.cert_chain_pems[0].write_to_path(str(tmp / "stranger.crt"))
     stranger.private_key_pem.write_to_path(str(tmp / "stranger.key"))
+    expired = ca.issue_cert("old@example.com", common_name="old",
+                            not_before=datetime.datetime(2020, 1, 1),
+                            not_after=datetime.datetime(2021, 1, 1))
+    expired.cert_chain_pems[0].write_to_path(str(tmp / "expired.crt"))
+    expired.private_key_pem.write_to_path(str(tmp / "expired.key"))
     plain, tls, sasl_ssl, mtls = free_port(), free_port(), free_port(), free_port()
     server_key = server.private_key_pem.bytes().decode()
     server_chain = "".join(p.bytes().decode() for p in server.cert_chain_pems)
@@ -178,8 +185,11 @@ def test_mtls_required_refuses_a_client_without_certificate(tls_broker: TlsBroke
     admin = AdminClient({**tls_broker.ssl_conf(tls_broker.mtls)})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=3)
-    assert "TLS handshake failed with /127.0.0.1 (listener MTLS)" in \
-        tls_broker.process.stderr_text()
+    deadline = time.monotonic() + 5
+    while "TLS handshake failed with /127.0.0.1 (listener MTLS)" not in \
+            tls_broker.process.stderr_text():
+        assert time.monotonic() < deadline, "no log line for the refused handshake"
+        time.sleep(0.05)
     tls_broker.plaintext_still_serves()
 
 
@@ -191,6 +201,23 @@ def test_mtls_refuses_a_certificate_of_another_ca(tls_broker: TlsBroker) -> None
         pass
     else:
         assert _refused(sock)
+    tls_broker.plaintext_still_serves()
+
+
+def test_mtls_refuses_an_expired_client_certificate(tls_broker: TlsBroker) -> None:
+    cert = tls_broker.client_cert.with_name("expired.crt")
+    key = tls_broker.client_cert.with_name("expired.key")
+    before = tls_broker.process.stderr_text().count("certificate has expired")
+    try:
+        sock = _tls_socket(tls_broker.mtls, tls_broker.ca_file, cert, key)
+    except (ssl.SSLError, OSError):
+        pass
+    else:
+        assert _refused(sock)
+    deadline = time.monotonic() + 5  # the broker logs as it closes: allow for the race
+    while tls_broker.process.stderr_text().count("certificate has expired") <= before:
+        assert time.monotonic() < deadline, "no log line for the expired certificate"
+        time.sleep(0.05)
     tls_broker.plaintext_still_serves()
 
 
