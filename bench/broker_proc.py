@@ -22,8 +22,8 @@ def free_port() -> int:
 class BenchBroker:
     """A broker in a temporary data directory; stopped and removed by :meth:`close`."""
 
-    def __init__(self, *overrides: str) -> None:
-        self.port = free_port()
+    def __init__(self, *overrides: str, port: int | None = None) -> None:
+        self.port = port or free_port()
         self._tmp = tempfile.TemporaryDirectory(prefix="moldau-bench-")
         self.data_dir = Path(self._tmp.name) / "data"
         args = [sys.executable, "-m", "moldau", "broker",

@@ -176,7 +176,7 @@ def test_unknown_key_warns_and_unused_key_logs_info(
 ) -> None:
     path = tmp_path / "server.properties"
     path.write_text(
-        "num.network.threads=3\nssl.keystore.location=/x\nfoo.bar=1\nnum.partitions=2\n"
+        "num.network.threads=3\nssl.provider=x\nfoo.bar=1\nnum.partitions=2\n"
     )
     with caplog.at_level(logging.INFO, logger="moldau.config.broker"):
         cfg = BrokerConfig.load(path)
@@ -186,9 +186,9 @@ def test_unknown_key_warns_and_unused_key_logs_info(
                         "ignored"]
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert any("num.network.threads" in m for m in infos)
-    assert any("ssl.keystore.location" in m for m in infos)
+    assert any("ssl.provider" in m for m in infos)
     assert not any("num.partitions" in m for m in infos)
-    assert cfg.get("ssl.keystore.location") == "/x"
+    assert cfg.get("ssl.provider") == "x"
     with pytest.raises(UnknownConfigError):
         cfg.get("foo.bar")
 
@@ -226,7 +226,13 @@ def test_wildcard_listener_advertises_canonical_hostname(
         ({"listeners": "nonsense"}, "Unable to parse nonsense to a broker endpoint"),
         ({"listeners": "PLAINTEXT://h:99999"}, "out of range"),
         ({"listeners": "FOO://h:1"}, "No security protocol defined for listener FOO"),
-        ({"listeners": "SSL://h:1"}, "PLAINTEXT listeners only"),
+        ({"listeners": "X://h:1", "listener.security.protocol.map": "X:GSSAPI"},
+         "listener X uses GSSAPI; moldau serves"),
+        ({"listeners": "A://h:1", "listener.security.protocol.map": "A:PLAINTEXT",
+          "inter.broker.listener.name": "B"}, "must be a listener name"),
+        ({"listeners": "SASL_PLAINTEXT://h:1"}, "offers none of the SASL mechanisms"),
+        ({"listeners": "SSL://h:1", "zookeeper.connect": "z:2181"},
+         "reach each other over a PLAINTEXT listener only"),
         ({"listeners": "PLAINTEXT://h:1,PLAINTEXT://h:2"}, "different name"),
         ({"listeners": "PLAINTEXT://h:1,SSL://h:1"}, "different port"),
         ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "nonroutable"),

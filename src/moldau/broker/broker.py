@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import secrets
 import time
 import traceback
 import uuid
@@ -58,6 +59,7 @@ from .group_service import OFFSETS_TOPIC, GroupService
 from .loop_watchdog import RunningRequests
 from .peer_clients import PeerClients
 from .response import Deferred, Pending, Response
+from .session import Session, session_gate
 from .test_faults import DroppedResponse, ProduceResponseDropper
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
 from .transaction_service import TransactionService
@@ -104,11 +106,12 @@ def restore_dynamic_configs(config: BrokerConfig, stored: dict[str, str]) -> Bro
 class RequestContext:
     """What a handler needs besides the request: the broker, the header, the response classes."""
 
-    __slots__ = ("broker", "client_host", "header", "may_defer", "resp", "timing", "version")
+    __slots__ = ("broker", "client_host", "header", "may_defer", "resp", "session", "timing",
+                 "version")
 
     def __init__(self, broker: Broker, header: Any, version: int, resp: Any,
                  client_host: str = "", may_defer: bool = False,
-                 timing: RequestTiming | None = None) -> None:
+                 timing: RequestTiming | None = None, session: Session | None = None) -> None:
         self.broker = broker
         self.header = header
         self.version = version
@@ -120,6 +123,15 @@ class RequestContext:
         #: With metrics on: the request's timestamps; a handler adds its purgatory waits to
         #: ``timing.remote_ns`` (Kafka's remote time).
         self.timing = timing
+        #: The connection's listener and principal (None for requests made in-process).
+        self.session = session
+
+    @property
+    def listener_name(self) -> str:
+        """The listener the request came in on: its endpoints are the ones to answer with."""
+        if self.session is not None:
+            return self.session.listener.name
+        return self.broker.config.advertised_listeners[0].name
 
     @property
     def client_id(self) -> str:
@@ -186,6 +198,8 @@ class Broker:
             raise
         #: Receive buffers for large frames, shared by all connections.
         self.frame_buffers = BufferPool()
+        #: Keys the made-up SCRAM salts of unknown users (see :mod:`.scram`); per process.
+        self.sasl_secret = secrets.token_bytes(32)
         self.connections: set[KafkaConnection] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner: LogCleaner | None = None
@@ -685,13 +699,20 @@ class Broker:
         self._handlers[api_key] = handler
 
     async def handle_frame(self, frame: bytes | memoryview, client_host: str = "", *,
-                           may_defer: bool = False, timing: RequestTiming | None = None
+                           may_defer: bool = False, timing: RequestTiming | None = None,
+                           session: Session | None = None
                            ) -> Response | Pending | None:
         """Decode one request frame, run its handler, and encode the response (None: no reply).
 
         With ``may_defer`` an ``acks=all`` Produce returns a :class:`Pending` as soon as its
         records are appended; its response is completed once the ISR has them.
         """
+        if session is not None and (not session.authenticated or session.expires_at):
+            if session.raw_tokens:
+                return await self._raw_sasl_token(frame, session)
+            gate = session_gate(session, frame)
+            if gate is not None:
+                raise FrameError(gate)
         header, offset = parse_request_header(frame)
         key, version = header.api_key, header.api_version
         api = SUPPORTED.get(key)
@@ -715,7 +736,7 @@ class Broker:
             raise FrameError(f"malformed {api.name} v{version} request from client "
                              f"{header.client_id!r}: {exc}") from None
         ctx = RequestContext(self, header, version, codec.response_module(key, version),
-                             client_host, may_defer, timing)
+                             client_host, may_defer, timing, session)
         task = self.running.begin(api.name, version, header.client_id, request)
         try:
             result = await handler(request, ctx)
@@ -732,6 +753,17 @@ class Broker:
                 result.pending, api, version, header, flexible, request, client_host)))
         return await self._encode(result, api, version, header, flexible, request,
                                   client_host)
+
+    async def _raw_sasl_token(self, frame: bytes | memoryview, session: Session) -> Response:
+        """A SASL token after SaslHandshake v0: answered as a bare token (see handlers.sasl)."""
+        from .handlers.sasl import handle_raw_token
+        from .sasl import SaslFailure
+
+        try:
+            answer = await handle_raw_token(self, session, bytes(frame))
+        except SaslFailure:
+            raise FrameError("SASL authentication failed") from None
+        return Response.of_bytes(answer)
 
     async def _complete(self, pending: Awaitable[Any], api: ApiRange, version: int,
                         header: RequestHeader, flexible: bool, request: Any,

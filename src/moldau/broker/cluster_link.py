@@ -355,8 +355,8 @@ class ClusterLink:
         registration = self.store.brokers().get(broker_id)
         if registration is None:
             return None
-        name = self._broker.config.advertised_listeners[0].name
-        endpoint = registration.endpoint(name) or registration.endpoint()
+        # Peers talk over inter.broker.listener.name, as Kafka's do.
+        endpoint = registration.endpoint(self._broker.config.inter_broker_listener_name)
         return None if endpoint is None else (endpoint.host or "127.0.0.1", endpoint.port)
 
     def _propose_isr(self, partition: Partition, isr: frozenset[int]) -> None:
@@ -601,12 +601,12 @@ class ClusterLink:
         leader = state.leader if state.leader in live else -1
         return PartitionView(leader, state.leader_epoch, replicas, state.isr, offline)
 
-    def nodes(self) -> list[tuple[int, str, int, str | None]]:
-        """(id, host, port, rack) of every live broker, on this broker's listener name."""
-        name = self._broker.config.advertised_listeners[0].name
+    def nodes(self, listener: str) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of every live broker that has an endpoint on ``listener``
+        (Kafka leaves a broker without one out of the answer)."""
         nodes = []
         for node_id, registration in self.store.brokers().items():
-            endpoint = registration.endpoint(name) or registration.endpoint()
+            endpoint = registration.endpoint(listener)
             if endpoint is not None:
                 nodes.append((node_id, endpoint.host, endpoint.port, registration.rack))
         return nodes

@@ -41,6 +41,7 @@ from ..protocol.apis import PRODUCE
 from ..protocol.frames import FrameError, frame_prefix
 from .frame_reader import Frame, FrameReader
 from .response import Pending, Response
+from .session import Session
 
 if TYPE_CHECKING:
     from .network import Network
@@ -70,7 +71,8 @@ def _api_version(frame: Frame) -> int:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, network: Network, client_ip: str = "") -> None:
+    def __init__(self, network: Network, client_ip: str = "",
+                 session: Session | None = None) -> None:
         self._network = network
         self._broker = network.broker
         # Read once: socket.request.max.bytes is static, and this runs on every frame.
@@ -101,6 +103,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         #: A request handler is running (a parked fetch counts): not idle, whatever the clock.
         self._handling = False
         self.client_ip = client_ip
+        #: The listener this client came in on and who it authenticated as.
+        self.session = session or Session(network.broker.config.listeners[0], client_ip)
         self._peer = "?"
         self._client_host = ""
 
@@ -112,6 +116,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else ""
+        self.session.transport_ready(transport)
         self._network.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -253,7 +258,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._handling = True
                 try:
                     response = await self._broker.handle_frame(frame, self._client_host,
-                                                               may_defer=produce, timing=timing)
+                                                               may_defer=produce, timing=timing,
+                                                               session=self.session)
                 except FrameError as exc:
                     self.abort(str(exc))
                     return
@@ -285,6 +291,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         self._request_done(timing)
                 elif timing is not None:
                     self._request_done(timing)
+                if self.session.closing:
+                    self.abort("failed authentication", logging.INFO)
         except asyncio.CancelledError:
             pass
         except Exception:
@@ -379,7 +387,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """
         transport = self._transport
         assert transport is not None
-        if transport.get_write_buffer_size() == 0:
+        # Over TLS the bytes must go through the transport's encryption: copy them.
+        if transport.get_write_buffer_size() == 0 and not self.session.uses_tls:
             sock = transport.get_extra_info("socket")
             if sock is not None:
                 try:

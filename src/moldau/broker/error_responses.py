@@ -97,6 +97,8 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
         "topic_partitions", partition_result=_m("partitions", "partition_id"))},
     apis.WRITE_TXN_MARKERS: {"markers": _m("markers", topics=_m(
         "topics", partitions=_m("partition_indexes", "partition_index")))},
+    apis.ALTER_USER_SCRAM_CREDENTIALS: {"results": _m("deletions")
+                                        + _m("upsertions")},
 }
 
 #: Response fields copied from the matching request element, with the request's other names.
@@ -115,6 +117,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "producer_id": ("producer_id",),
     "resource_type": ("resource_type",),
     "resource_name": ("resource_name",),
+    "user": ("name",),
 }
 
 #: Where an entity carries its error (AddPartitionsToTxn v0-3 names it per partition).

@@ -15,14 +15,17 @@ import contextlib
 import errno
 import logging
 import socket
+import ssl
 from functools import partial
 from typing import TYPE_CHECKING
 
+from ..config.listeners import Listener
 from .connection import KafkaConnection
 from .connection_quotas import ConnectionQuotas
 from .frame_reader import SCRATCH_BYTES
 from .idle_expiry import IdleExpiry
 from .memory_pool import MemoryPool
+from .session import Session
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -33,6 +36,9 @@ log = logging.getLogger(__name__)
 _RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 #: Longest wait before retrying accept() after such a failure, if no connection closes first.
 _RESOURCE_RETRY_S = 1.0
+#: Longest a client may take over its TLS handshake (Kafka has no separate bound; its idle
+#: timeout applies), so a silent client does not hold a descriptor for ever.
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 def client_address(addr: object) -> str:
@@ -52,15 +58,21 @@ class Network:
         self.memory = MemoryPool(config.queued_max_request_bytes)
         self.idle = IdleExpiry(config.connections_max_idle_ms)
         self.quotas = ConnectionQuotas(lambda: broker.config)
-        self._sockets: list[socket.socket] = []
+        self._sockets: list[tuple[socket.socket, Listener, ssl.SSLContext | None]] = []
+        #: TLS handshakes under way (each in its own task, so a slow client never holds up
+        #: the accept loop).
+        self._handshakes: set[asyncio.Task[None]] = set()
         self._accepting: list[asyncio.Task[None]] = []
         self._slot_freed = asyncio.Event()
 
     # -- listening ---------------------------------------------------------------------------
 
-    def listen(self, host: str, port: int, backlog: int = 1024) -> None:
-        """Bind and listen on ``host:port`` ("" for all interfaces), as create_server does."""
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+    def listen(self, listener: Listener, tls: ssl.SSLContext | None = None,
+               backlog: int = 1024) -> None:
+        """Bind and listen on the listener's ``host:port`` ("" for all interfaces), as
+        create_server does; its connections know they came in on ``listener`` and speak TLS
+        when ``tls`` is given."""
+        infos = socket.getaddrinfo(listener.host or None, listener.port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
         seen: set[tuple[int, object]] = set()
         for family, type_, proto, _name, address in infos:
@@ -79,14 +91,15 @@ class Network:
                 sock.close()
                 self.close_sockets()
                 raise
-            self._sockets.append(sock)
+            self._sockets.append((sock, listener, tls))
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._accepting = [loop.create_task(self._accept_loop(s)) for s in self._sockets]
+        self._accepting = [loop.create_task(self._accept_loop(s, listener, tls))
+                           for s, listener, tls in self._sockets]
 
     def close_sockets(self) -> None:
-        for sock in self._sockets:
+        for sock, _listener, _tls in self._sockets:
             sock.close()
         self._sockets.clear()
 
@@ -96,12 +109,16 @@ class Network:
             task.cancel()
         await asyncio.gather(*self._accepting, return_exceptions=True)
         self._accepting.clear()
+        for task in list(self._handshakes):
+            task.cancel()
+        await asyncio.gather(*self._handshakes, return_exceptions=True)
         self.close_sockets()
         self.idle.stop()
         conns = list(self.broker.connections)
         await asyncio.gather(*(c.close("broker shutting down") for c in conns))
 
-    async def _accept_loop(self, listening: socket.socket) -> None:
+    async def _accept_loop(self, listening: socket.socket, listener: Listener,
+                           tls: ssl.SSLContext | None) -> None:
         loop = asyncio.get_running_loop()
         while True:
             if self.quotas.at_max():
@@ -123,13 +140,31 @@ class Network:
             if not self.quotas.admit(ip):
                 sock.close()
                 continue
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                await loop.connect_accepted_socket(partial(KafkaConnection, self, ip), sock)
-            except OSError as exc:
-                log.info("dropping connection from %s: %s", ip, exc)
-                self.quotas.release(ip)
-                sock.close()
+            if tls is not None:
+                task = loop.create_task(self._connect(sock, ip, listener, tls))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+            else:
+                await self._connect(sock, ip, listener, None)
+
+    async def _connect(self, sock: socket.socket, ip: str, listener: Listener,
+                       tls: ssl.SSLContext | None) -> None:
+        """Hand an accepted socket to a new connection (after its TLS handshake, if any)."""
+        loop = asyncio.get_running_loop()
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.connect_accepted_socket(
+                partial(KafkaConnection, self, ip, Session(listener, ip)), sock, ssl=tls,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None)
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            # A failed handshake (plaintext on a TLS port, an untrusted or missing client
+            # certificate, a truncated record) costs this connection only.
+            what = "TLS handshake failed" if tls is not None else "dropping connection"
+            log.info("%s with /%s (listener %s): %s", what, ip, listener.name,
+                     exc or type(exc).__name__)
+            self.quotas.release(ip)
+            sock.close()
+            self._slot_freed.set()
 
     async def _wait_for_slot(self) -> None:
         limit = self.quotas.max_connections

@@ -3,7 +3,7 @@
 ``run_broker`` is what ``moldau broker`` and ``make run`` call. It raises its open-file limit
 to the hard limit (each connection and each open segment file is a descriptor, and Kafka users
 expect a broker to take tens of thousands of connections), opens the logs (recovering them
-after an unclean stop), listens on the first configured listener, prints one line saying where
+after an unclean stop), listens on every configured listener, prints one line saying where
 it listens and where its data is, and on SIGINT/SIGTERM stops accepting, closes client
 connections and closes the logs cleanly so that the next start skips recovery. In a cluster
 it first hands its leadership over (``controlled_shutdown``).
@@ -19,6 +19,7 @@ import signal
 import sys
 
 from ..config import BrokerConfig
+from ..config.tls import server_context
 from ..log.errors import LogDirOfflineError
 from ..metrics.endpoint import MetricsEndpoint
 from .broker import Broker
@@ -50,28 +51,34 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
 async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     """Run a broker until ``stop`` is set."""
     loop = asyncio.get_running_loop()
+    # Before the logs open: a bad key store stops start-up with a message naming the key.
+    tls = {lst.name: server_context(config, lst.name) for lst in config.listeners
+           if lst.security_protocol in ("SSL", "SASL_SSL")}
     broker = Broker(config)
     broker.request_shutdown = stop.set
     register_all(broker)
     listener = config.listeners[0]
     network = Network(broker)
-    # Before the Kafka listener: once its port accepts, the metrics endpoint answers too.
+    # Before the Kafka listeners: once their ports accept, the metrics endpoint answers too.
     metrics = await _start_metrics(broker)
-    try:
-        network.listen(listener.host, listener.port)
-    except OSError as exc:
-        if metrics is not None:
-            await metrics.stop()
-        broker.close()  # the logs were opened: close them cleanly, skipping recovery next time
-        raise ListenerError(f"cannot listen on {listener.name}://{listener.host}:"
-                            f"{listener.port}: {_reason(exc)}") from exc
+    for each in config.listeners:
+        try:
+            network.listen(each, tls.get(each.name))
+        except OSError as exc:
+            network.close_sockets()
+            if metrics is not None:
+                await metrics.stop()
+            broker.close()  # the logs were opened: close them cleanly, skipping recovery
+            raise ListenerError(f"cannot listen on {each.name}://{each.host}:"
+                                f"{each.port}: {_reason(exc)}") from exc
     network.start()
     broker.start_background()
     watchdog = LoopWatchdog(loop, config.loop_stall_warn_ms / 1000, broker.running)
     watchdog.start()
     data = ", ".join(str(d.resolve()) for d in config.log_dirs)
     shown = f", metrics at {metrics.url}/metrics" if metrics is not None else ""
-    print(f"moldau broker {broker.node_id} listening on {listener.host}:{listener.port}, "
+    more = "".join(f" and {each}" for each in config.listeners[1:])
+    print(f"moldau broker {broker.node_id} listening on {listener.host}:{listener.port}{more}, "
           f"data in {data}{shown}", flush=True)
     try:
         await stop.wait()

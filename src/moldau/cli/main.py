@@ -21,6 +21,7 @@ from .rest_cmd import rest
 from .top import top
 from .topic import topic_group
 from .transaction import transaction_group
+from .user import user_group
 from .verify import verify
 
 
@@ -69,6 +70,7 @@ cli.add_command(registry)
 cli.add_command(console)
 cli.add_command(top)
 cli.add_command(rest)
+cli.add_command(user_group)
 
 
 def main() -> None:

@@ -54,6 +54,8 @@ class LocalMetadataStore:
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self._broker_configs: dict[str, str] = {}
+        #: Salted SCRAM credentials by user and mechanism (never passwords).
+        self._users: dict[str, dict[str, str]] = {}
         self._producer_id_limit = 0
         self._next_producer_id = 0
         self.cluster_id = cluster_id or new_cluster_id()
@@ -82,6 +84,7 @@ class LocalMetadataStore:
             self._topics[topic.name] = topic
             self._by_id[topic.topic_id] = topic
         self._broker_configs = dict(doc.get("broker_configs", {}))
+        self._users = {str(u): dict(c) for u, c in doc.get("users", {}).items()}
         # Everything below the persisted limit may have been handed out before the restart.
         self._producer_id_limit = int(doc.get("producer_id_limit", 0))
         self._next_producer_id = self._producer_id_limit
@@ -91,6 +94,7 @@ class LocalMetadataStore:
         topics: dict[str, TopicMetadata] | None = None,
         broker_configs: dict[str, str] | None = None,
         producer_id_limit: int | None = None,
+        users: dict[str, dict[str, str]] | None = None,
     ) -> None:
         """Persist the document with the given parts replaced, before memory changes.
 
@@ -113,6 +117,7 @@ class LocalMetadataStore:
             "broker_configs": self._broker_configs if broker_configs is None else broker_configs,
             "producer_id_limit": (self._producer_id_limit if producer_id_limit is None
                                   else producer_id_limit),
+            "users": self._users if users is None else users,
         }
         tmp = self._path.with_suffix(".tmp")
         try:
@@ -174,6 +179,19 @@ class LocalMetadataStore:
     def set_broker_configs(self, configs: dict[str, str]) -> None:
         self._save(broker_configs=dict(configs))
         self._broker_configs = dict(configs)
+
+    def user_configs(self, user: str) -> dict[str, str]:
+        return dict(self._users.get(user, {}))
+
+    def set_user_configs(self, user: str, configs: dict[str, str]) -> None:
+        users = {u: c for u, c in self._users.items() if u != user}
+        if configs:
+            users[user] = dict(configs)
+        self._save(users=users)
+        self._users = users
+
+    def users(self) -> list[str]:
+        return sorted(self._users)
 
     def next_producer_id(self) -> int:
         if self._next_producer_id >= self._producer_id_limit:

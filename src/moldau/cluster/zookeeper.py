@@ -324,6 +324,25 @@ class ZkMetadataStore:
     def set_broker_configs(self, configs: dict[str, str], entity: str | None = None) -> None:
         self._set_entity_config("brokers", entity or str(self.broker_id), configs)
 
+    # --- SCRAM credentials (/config/users/<user>, as Kafka 3.9 keeps them) -------------------
+
+    def user_configs(self, user: str) -> dict[str, str]:
+        try:
+            data, _ = self.client.get(znodes.config_path("users", user))
+        except NoNodeError:
+            return {}
+        return znodes.decode_config(data)
+
+    def set_user_configs(self, user: str, configs: dict[str, str]) -> None:
+        self._set_entity_config("users", user, configs)
+
+    def users(self) -> list[str]:
+        try:
+            children = self.client.get_children(f"{znodes.CONFIG}/users")
+        except NoNodeError:
+            return []
+        return sorted(u for u in children if self.user_configs(u))
+
     # --- producer ids -----------------------------------------------------------------------
 
     def next_producer_id(self) -> int:

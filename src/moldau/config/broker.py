@@ -36,6 +36,8 @@ from .definitions import (
     UnknownConfigError,
 )
 from .listeners import (
+    SASL_MECHANISMS,
+    SERVED_PROTOCOLS,
     Listener,
     canonical_hostname,
     parse_listeners,
@@ -45,6 +47,7 @@ from .listeners import (
 from .properties import load_properties, parse_overrides
 from .security_keys import (
     LISTENER_ONLY_KEYS,
+    MECHANISM_KEYS,
     kafka_set,
     listener_key_definition,
     per_broker_only,
@@ -125,13 +128,22 @@ class BrokerConfig:
         if not self._listeners:
             raise ConfigError("listeners", "", "At least one listener is required")
         for listener in self._listeners:
-            if listener.security_protocol != "PLAINTEXT":
+            if listener.security_protocol not in SERVED_PROTOCOLS:
                 raise ConfigError(
                     "listeners",
                     ",".join(self._list("listeners")),
                     f"listener {listener.name} uses {listener.security_protocol}; "
-                    "moldau serves PLAINTEXT listeners only",
+                    f"moldau serves {', '.join(SERVED_PROTOCOLS)} listeners",
                 )
+        inter_broker = self._opt_str("inter.broker.listener.name")
+        if inter_broker and inter_broker.upper() not in {lst.name for lst in self._listeners}:
+            raise ConfigError("inter.broker.listener.name", inter_broker,
+                              message="inter.broker.listener.name must be a listener name "
+                              "defined in advertised.listeners. The valid options based on "
+                              "currently configured listeners are "
+                              + ",".join(lst.name for lst in self._listeners))
+        self._check_sasl_mechanisms()
+        self._check_inter_broker_protocol()
         advertised = self.get("advertised.listeners")
         self._advertised: list[Listener] | None = None
         if advertised is not None:
@@ -389,6 +401,35 @@ class BrokerConfig:
             )
         return broker_id if broker_set and not node_set else node_id
 
+    def _check_inter_broker_protocol(self) -> None:
+        """moldau's peer clients (replica fetchers, controller requests) speak PLAINTEXT only:
+        in a cluster the inter-broker listener must be a PLAINTEXT one."""
+        if self._opt_str("zookeeper.connect") is None:
+            return
+        name = self.inter_broker_listener_name
+        listener = next((lst for lst in self._listeners if lst.name == name), None)
+        if listener is not None and listener.security_protocol != "PLAINTEXT":
+            raise ConfigError("inter.broker.listener.name", name,
+                              message=f"listener {name} uses {listener.security_protocol}; "
+                              "moldau brokers reach each other over a PLAINTEXT listener "
+                              "only (add one and name it in inter.broker.listener.name)")
+
+    def _check_sasl_mechanisms(self) -> None:
+        """A SASL listener must offer a mechanism moldau has (Kafka's default, GSSAPI, is not
+        one of them)."""
+        for listener in self._listeners:
+            if not listener.security_protocol.startswith("SASL_"):
+                continue
+            enabled = self.listener_setting(listener.name, "sasl.enabled.mechanisms") or ()
+            assert isinstance(enabled, tuple)
+            if not any(m.upper() in SASL_MECHANISMS for m in enabled):
+                raise ConfigError(
+                    "sasl.enabled.mechanisms", ",".join(enabled),
+                    message=f"listener {listener.name} offers none of the SASL mechanisms "
+                    f"moldau supports ({', '.join(SASL_MECHANISMS)}); set "
+                    f"sasl.enabled.mechanisms or listener.name.{listener.name.lower()}."
+                    "sasl.enabled.mechanisms")
+
     def _check_advertised(self, advertised: list[Listener]) -> list[Listener]:
         raw = ",".join(self._list("advertised.listeners"))
         names = {listener.name for listener in self._listeners}
@@ -469,6 +510,28 @@ class BrokerConfig:
             else lst
             for lst in self._listeners
         ]
+
+    def listener_setting(self, listener: str, key: str,
+                         mechanism: str | None = None) -> ConfigValue:
+        """A TLS/SASL key as one listener sees it, in Kafka's order of precedence:
+        ``listener.name.<l>.<mechanism>.<key>``, ``listener.name.<l>.<key>``, ``<key>``."""
+        prefix = f"listener.name.{listener.lower()}."
+        names = [f"{prefix}{key}", key]
+        if mechanism is not None:
+            names.insert(0, f"{prefix}{mechanism.lower()}.{key}")
+        for name in names:
+            for layer in _LAYERS:
+                if name in self._raw[layer]:
+                    definition = key_definition(name) or MECHANISM_KEYS.get(key)
+                    raw = self._raw[layer][name]
+                    return definition.parse(raw) if definition is not None else raw
+        definition = BROKER_KEYS.get(key) or MECHANISM_KEYS.get(key)
+        return definition.default if definition is not None else None
+
+    def advertised_listener(self, name: str) -> Listener:
+        """The advertised endpoint of listener ``name`` (the first one if there is none)."""
+        advertised = self.advertised_listeners
+        return next((lst for lst in advertised if lst.name == name), advertised[0])
 
     @property
     def inter_broker_listener_name(self) -> str:

@@ -72,7 +72,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("advertised.listeners", LIST, None, "Addresses given to clients, if different "
               "from listeners (which are used when this is unset).", HIGH),
     ConfigKey("listener.security.protocol.map", STR, DEFAULT_SECURITY_PROTOCOL_MAP,
-              "Maps listener names to security protocols; moldau serves PLAINTEXT only.", LOW),
+              "Maps listener names to security protocols (PLAINTEXT, SSL, SASL_PLAINTEXT, "
+              "SASL_SSL).", LOW),
     ConfigKey("inter.broker.listener.name", STR, None, "Listener that other brokers use to "
               "reach this one (default: the first listener).", MEDIUM),
     ConfigKey("log.dirs", LIST, None, "Directories that hold partition data; overrides log.dir.",

@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from .definitions import ConfigError, ConfigValue, Validator
 
 # NAME://host:port, with IPv6 hosts in brackets; an empty host means "all interfaces".
+#: The security protocols moldau's listeners speak (Kafka's four, in its order).
+SERVED_PROTOCOLS: tuple[str, ...] = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+#: The SASL mechanisms moldau's SASL listeners offer.
+SASL_MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
 _LISTENER = re.compile(r"([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.%a-zA-Z]*\]|[^:/\[\]]*):(-?[0-9]+)")
 
 

@@ -1,9 +1,9 @@
 """Kafka's TLS and SASL broker keys, and the rules for changing them at run time.
 
-moldau serves PLAINTEXT only, but operators and tools set these keys dynamically (a keystore
-rotated with ``kafka-configs --alter --entity-type brokers``), so they are defined with Kafka's
-types and defaults, stored like any dynamic key and reported back; they take effect once
-moldau has TLS/SASL listeners. Kafka's rules (its DynamicBrokerConfig) apply:
+moldau's SSL, SASL_PLAINTEXT and SASL_SSL listeners read the keys in :data:`USED_KEYS`
+(PEM key stores only, PLAIN and SCRAM mechanisms); the others are defined with Kafka's types
+and defaults so that a Kafka ``server.properties`` loads, stored like any dynamic key and
+reported back. Kafka's rules (its DynamicBrokerConfig) apply:
 
 * keystore and truststore keys (:data:`LISTENER_ONLY_KEYS`) change only per listener,
   ``listener.name.<listener>.<key>``;
@@ -25,13 +25,22 @@ STR, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = (
     ConfigType.STRING, ConfigType.INT, ConfigType.SHORT, ConfigType.LONG, ConfigType.DOUBLE,
     ConfigType.LIST, ConfigType.CLASS, ConfigType.PASSWORD,
 )
-_UNUSED = "; stored, moldau serves PLAINTEXT listeners only."
+_UNUSED = "; stored, not used by moldau."
+
+#: The keys moldau's TLS and SASL listeners read (the others are stored only).
+USED_KEYS: frozenset[str] = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.certificates", "ssl.client.auth", "sasl.jaas.config",
+    "sasl.enabled.mechanisms", "connections.max.reauth.ms",
+})
 
 
 def _key(name: str, type_: ConfigType, default: ConfigValue, doc: str,
          validator: OneOf | None = None) -> ConfigKey:
-    return ConfigKey(name, type_, default, doc + _UNUSED, Importance.MEDIUM, validator,
-                     used=False, dynamic=True, sensitive=type_ is PASSWORD)
+    used = name in USED_KEYS
+    return ConfigKey(name, type_, default, doc + ("." if used else _UNUSED), Importance.MEDIUM,
+                     validator, used=used, dynamic=True, sensitive=type_ is PASSWORD)
 
 
 #: Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: dynamic only with a listener prefix.
@@ -78,6 +87,8 @@ SECURITY_KEYS: list[ConfigKey] = [
     _key("sasl.login.refresh.window.jitter", DOUBLE, 0.05, "Login refresh jitter"),
     _key("sasl.login.refresh.min.period.seconds", SHORT, 60, "Least time between refreshes"),
     _key("sasl.login.refresh.buffer.seconds", SHORT, 300, "Refresh margin before expiry"),
+    _key("connections.max.reauth.ms", LONG, 0, "Longest SASL session before the client must "
+         "re-authenticate (KIP-368); 0: sessions do not expire"),
 ]
 
 #: Listener keys Kafka keeps cluster-wide (they may be set on "" with a listener prefix).

@@ -37,6 +37,7 @@ LEAVE_GROUP = 13
 SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -52,6 +53,7 @@ DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 ALTER_REPLICA_LOG_DIRS = 34
 DESCRIBE_LOG_DIRS = 35
+SASL_AUTHENTICATE = 36
 CREATE_PARTITIONS = 37
 DELETE_GROUPS = 42
 ELECT_LEADERS = 43
@@ -59,6 +61,8 @@ INCREMENTAL_ALTER_CONFIGS = 44
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 OFFSET_DELETE = 47
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
@@ -89,6 +93,8 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(SYNC_GROUP, "SyncGroup", 0, 5),
         ApiRange(DESCRIBE_GROUPS, "DescribeGroups", 0, 6),
         ApiRange(LIST_GROUPS, "ListGroups", 0, 5),
+        # v0: raw SASL tokens follow; v1: tokens in SaslAuthenticate requests.
+        ApiRange(SASL_HANDSHAKE, "SaslHandshake", 0, 1),
         ApiRange(API_VERSIONS, "ApiVersions", 0, 4),
         ApiRange(CREATE_TOPICS, "CreateTopics", 2, 7),
         ApiRange(DELETE_TOPICS, "DeleteTopics", 1, 6),
@@ -109,6 +115,8 @@ SUPPORTED: dict[int, ApiRange] = {
         # v0 was removed in Kafka 4.0 (KIP-896), as for DescribeLogDirs.
         ApiRange(ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 1, 2),
         ApiRange(DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
+        # v1 carries the session lifetime (KIP-368).
+        ApiRange(SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
         ApiRange(CREATE_PARTITIONS, "CreatePartitions", 0, 3),
         ApiRange(DELETE_GROUPS, "DeleteGroups", 0, 2),
         ApiRange(ELECT_LEADERS, "ElectLeaders", 0, 2),
@@ -116,6 +124,8 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),
         ApiRange(LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
         ApiRange(OFFSET_DELETE, "OffsetDelete", 0, 0),
+        ApiRange(DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
+        ApiRange(ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
         ApiRange(DESCRIBE_CLUSTER, "DescribeCluster", 0, 2),
         ApiRange(DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
         ApiRange(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0),

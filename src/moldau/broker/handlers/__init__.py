@@ -33,6 +33,8 @@ def register_all(broker: Broker) -> None:
         reassignments,
         records,
         replica_log_dirs,
+        sasl,
+        scram_users,
         telemetry,
         transactions,
         txn_markers,
@@ -40,6 +42,10 @@ def register_all(broker: Broker) -> None:
     )
 
     broker.register(apis.API_VERSIONS, api_versions.handle)
+    broker.register(apis.SASL_HANDSHAKE, sasl.handle_handshake)
+    broker.register(apis.SASL_AUTHENTICATE, sasl.handle_authenticate)
+    broker.register(apis.DESCRIBE_USER_SCRAM_CREDENTIALS, scram_users.handle_describe)
+    broker.register(apis.ALTER_USER_SCRAM_CREDENTIALS, scram_users.handle_alter)
     broker.register(apis.METADATA, metadata.handle)
     broker.register(apis.CONTROLLED_SHUTDOWN, controlled_shutdown.handle)
     broker.register(apis.PRODUCE, produce.handle)

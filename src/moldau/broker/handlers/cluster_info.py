@@ -109,9 +109,9 @@ async def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
         # Fenced brokers (v2) are a KRaft notion: every registered broker is live here.
         brokers = tuple(build(m.DescribeClusterBroker, broker_id=node_id, host=host, port=port,
                               rack=rack, is_fenced=False)
-                        for node_id, host, port, rack in broker.cluster.nodes())
+                        for node_id, host, port, rack in broker.cluster.nodes(ctx.listener_name))
     else:
-        listener = broker.config.advertised_listeners[0]
+        listener = broker.config.advertised_listener(ctx.listener_name)
         brokers = (build(m.DescribeClusterBroker, broker_id=broker.node_id, host=listener.host,
                          port=listener.port, rack=None, is_fenced=False),)
     return build(

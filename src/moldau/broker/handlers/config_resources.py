@@ -28,7 +28,7 @@ _SUPPORTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_MET
 def _broker_ids(broker: Broker) -> list[int]:
     if broker.cluster is None:
         return [broker.node_id]
-    return sorted(node_id for node_id, _, _, _ in broker.cluster.nodes())
+    return sorted(broker.cluster.store.brokers())
 
 
 def _names(ctx: RequestContext, resource_type: int) -> list[str]:

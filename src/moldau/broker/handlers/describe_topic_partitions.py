@@ -38,7 +38,8 @@ _METADATA_VERSION = 12
 
 def _metadata_context(ctx: RequestContext) -> RequestContext:
     return RequestContext(ctx.broker, ctx.header, _METADATA_VERSION,
-                          response_module(apis.METADATA, _METADATA_VERSION), ctx.client_host)
+                          response_module(apis.METADATA, _METADATA_VERSION), ctx.client_host,
+                          session=ctx.session)
 
 
 def _partition(m: Any, p: Any) -> Any:

@@ -116,7 +116,7 @@ def _coordinator(ctx: RequestContext, code: ErrorCode, key: str,
     if code is not ErrorCode.none:
         return code, none
     if broker.cluster is None:
-        listener = broker.config.advertised_listeners[0]
+        listener = broker.config.advertised_listener(ctx.listener_name)
         return code, dict(node_id=broker.node_id, host=listener.host, port=listener.port)
     if key_type == TRANSACTION_KEY_TYPE:
         leader = broker.transactions.coordinator_of(key)
@@ -125,8 +125,8 @@ def _coordinator(ctx: RequestContext, code: ErrorCode, key: str,
     else:
         leader = coordinator_of(ctx, key)
     registration = broker.cluster.store.brokers().get(leader)
-    endpoint = registration.endpoint(broker.config.advertised_listeners[0].name) or \
-        registration.endpoint() if registration is not None else None
+    endpoint = registration.endpoint(ctx.listener_name) \
+        if registration is not None else None
     if endpoint is None:
         return ErrorCode.coordinator_not_available, none
     return code, dict(node_id=leader, host=endpoint.host, port=endpoint.port)

@@ -110,11 +110,12 @@ def _brokers(ctx: RequestContext) -> tuple[Any, ...]:
     m = ctx.resp
     broker = ctx.broker
     if broker.cluster is None:
-        listener = broker.config.advertised_listeners[0]
+        listener = broker.config.advertised_listener(ctx.listener_name)
         return (build(m.MetadataResponseBroker, node_id=broker.node_id, host=listener.host,
                       port=listener.port, rack=None),)
     return tuple(build(m.MetadataResponseBroker, node_id=node_id, host=host, port=port,
-                       rack=rack) for node_id, host, port, rack in broker.cluster.nodes())
+                       rack=rack)
+                 for node_id, host, port, rack in broker.cluster.nodes(ctx.listener_name))
 
 
 def _error_entry(ctx: RequestContext, name: str | None, code: ErrorCode,

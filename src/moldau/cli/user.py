@@ -1,0 +1,133 @@
+"""``moldau user add|delete|list``: SCRAM credentials, through confluent-kafka's AdminClient
+(AlterUserScramCredentials / DescribeUserScramCredentials), like ``kafka-configs
+--entity-type users``. The password is salted and hashed on this side (librdkafka sends the
+SaltedPassword); it never reaches the broker in the clear.
+
+A broker that only has SASL listeners needs the CLI to authenticate as well:
+``--command-config FILE`` reads client settings (librdkafka keys such as
+``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
+``ssl.ca.location``) from a properties file, ``-X KEY=VALUE`` sets one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+
+from ..config.properties import load_properties
+from .assignments import parse_assignments
+from .connection import Connection, connection_options
+from .errors import CliError
+
+_MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
+               "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
+_NAMES = {v: k for k, v in _MECHANISMS.items()}
+
+
+@dataclass(frozen=True)
+class _Client:
+    conn: Connection
+    admin: AdminClient
+
+
+def _client(conn: Connection, command_config: Path | None, settings: tuple[str, ...]
+            ) -> _Client:
+    extra: dict[str, Any] = {}
+    if command_config is not None:
+        try:
+            extra.update(load_properties(command_config))
+        except OSError as exc:
+            raise CliError(f"cannot read {command_config}: {exc.strerror or exc}") from None
+    extra.update(parse_assignments(settings, "-X"))
+    conn.check_reachable()
+    try:
+        return _Client(conn, AdminClient(conn.client_config(**extra)))
+    except Exception as exc:  # librdkafka refuses unknown or bad settings here
+        raise CliError(f"invalid client setting: {exc}") from None
+
+
+def _client_options(command: Any) -> Any:
+    command = click.option("--command-config", type=click.Path(path_type=Path),
+                           help="Properties file of client settings (security.protocol, "
+                                "sasl.*, ssl.*).")(command)
+    command = click.option("-X", "settings", multiple=True, metavar="KEY=VALUE",
+                           help="One client setting (repeatable).")(command)
+    return connection_options(command)
+
+
+@click.group("user")
+def user_group() -> None:
+    """Manage SCRAM users (SASL/SCRAM-SHA-256 and SCRAM-SHA-512 credentials)."""
+
+
+@user_group.command("add")
+@click.argument("name")
+@click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True,
+              help="The user's password (asked for when not given).")
+@click.option("--mechanism", "mechanisms", multiple=True, type=click.Choice(list(_MECHANISMS)),
+              help="SCRAM mechanism(s) to store (default: both).")
+@click.option("--iterations", type=click.IntRange(4096, 16384), default=4096, show_default=True,
+              help="PBKDF2 iterations of the salted password.")
+@_client_options
+def add(conn: Connection, name: str, password: str, mechanisms: tuple[str, ...],
+        iterations: int, command_config: Path | None, settings: tuple[str, ...]) -> None:
+    """Create user NAME, or set a new password."""
+    client = _client(conn, command_config, settings)
+    chosen = mechanisms or tuple(_MECHANISMS)
+    upserts: list[UserScramCredentialAlteration] = [
+        UserScramCredentialUpsertion(name, ScramCredentialInfo(_MECHANISMS[m], iterations),
+                                     password.encode())
+        for m in chosen]
+    futures = client.admin.alter_user_scram_credentials(upserts,
+                                                       request_timeout=conn.timeout)
+    conn.result(futures[name], f"cannot set credentials of user {name!r}")
+    click.echo(f"User {name}: {', '.join(chosen)} credentials set ({iterations} iterations)")
+
+
+@user_group.command("delete")
+@click.argument("name")
+@click.option("--mechanism", "mechanisms", multiple=True, type=click.Choice(list(_MECHANISMS)),
+              help="Only these mechanisms' credentials (default: all the user has).")
+@_client_options
+def delete(conn: Connection, name: str, mechanisms: tuple[str, ...],
+           command_config: Path | None, settings: tuple[str, ...]) -> None:
+    """Delete user NAME's credentials."""
+    client = _client(conn, command_config, settings)
+    if not mechanisms:
+        described = client.admin.describe_user_scram_credentials(
+            [name], request_timeout=conn.timeout)
+        assert isinstance(described, dict)  # one future per named user
+        info = conn.result(described[name], f"cannot delete user {name!r}")
+        mechanisms = tuple(_NAMES[i.mechanism] for i in info.scram_credential_infos)
+    deletions: list[UserScramCredentialAlteration] = [
+        UserScramCredentialDeletion(name, _MECHANISMS[m]) for m in mechanisms]
+    futures = client.admin.alter_user_scram_credentials(deletions,
+                                                       request_timeout=conn.timeout)
+    conn.result(futures[name], f"cannot delete user {name!r}")
+    click.echo(f"User {name}: {', '.join(mechanisms)} credentials deleted")
+
+
+@user_group.command("list")
+@_client_options
+def list_users(conn: Connection, command_config: Path | None,
+               settings: tuple[str, ...]) -> None:
+    """List the users with SCRAM credentials, their mechanisms and iterations."""
+    client = _client(conn, command_config, settings)
+    future = client.admin.describe_user_scram_credentials(request_timeout=conn.timeout)
+    assert not isinstance(future, dict)  # all users: a single future
+    users = conn.result(future, "cannot list users")
+    for name in sorted(users):
+        infos = ", ".join(f"{_NAMES.get(i.mechanism, i.mechanism)} ({i.iterations} iterations)"
+                          for i in users[name].scram_credential_infos)
+        click.echo(f"{name}  {infos}")

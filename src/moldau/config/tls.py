@@ -1,0 +1,110 @@
+"""The server-side ``ssl.SSLContext`` of an SSL or SASL_SSL listener, from Kafka's PEM keys.
+
+moldau reads PEM key stores only (``ssl.keystore.type=PEM``, as Kafka supports since
+KIP-651): either a file with the private key and the certificate chain
+(``ssl.keystore.location``, the key encrypted with ``ssl.key.password`` if at all) or both
+inline (``ssl.keystore.key`` and ``ssl.keystore.certificate.chain``); the trusted CAs for
+client certificates come from ``ssl.truststore.location`` or ``ssl.truststore.certificates``.
+``ssl.client.auth`` is none, requested or required. Every key may carry the listener prefix
+``listener.name.<listener>.``, which wins. A bad key store stops the broker at start-up with
+a message naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+from typing import TYPE_CHECKING
+
+from .definitions import ConfigError
+
+if TYPE_CHECKING:
+    from .broker import BrokerConfig
+
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
+                "required": ssl.CERT_REQUIRED}
+
+
+def _setting(config: BrokerConfig, listener: str, key: str) -> str | None:
+    value = config.listener_setting(listener, key)
+    return None if value is None or value == "" else str(value)
+
+
+def _load_inline_chain(context: ssl.SSLContext, key_pem: str, chain_pem: str,
+                       password: str | None) -> None:
+    """``load_cert_chain`` reads files only: hand it a private file that is gone at once."""
+    fd, path = tempfile.mkstemp(prefix="moldau-key-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as fh:  # mkstemp creates it 0600
+            fh.write(key_pem.strip() + "\n" + chain_pem.strip() + "\n")
+        context.load_cert_chain(path, password=password)
+    finally:
+        os.unlink(path)
+
+
+def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+    """The TLS context of ``listener``; ConfigError when its keys cannot make one."""
+    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+        store_type = (_setting(config, listener, key) or "PEM").upper()
+        configured = _setting(config, listener, key.replace(".type", ".location")) or (
+            _setting(config, listener, "ssl.truststore.certificates")
+            if key.startswith("ssl.truststore") else None)
+        if store_type != "PEM" and (key == "ssl.keystore.type" or configured):
+            raise ConfigError(key, store_type, message=f"listener {listener}: moldau reads "
+                              f"PEM stores only; set {key}=PEM")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    password = _setting(config, listener, "ssl.key.password")
+    location = _setting(config, listener, "ssl.keystore.location")
+    key_pem = _setting(config, listener, "ssl.keystore.key")
+    chain_pem = _setting(config, listener, "ssl.keystore.certificate.chain")
+    try:
+        if location is not None:
+            context.load_cert_chain(location, password=password)
+        elif key_pem is not None and chain_pem is not None:
+            _load_inline_chain(context, key_pem, chain_pem, password)
+        else:
+            raise ConfigError("ssl.keystore.location", None, message=f"listener {listener} "
+                              "needs a key store: ssl.keystore.location, or ssl.keystore.key "
+                              "with ssl.keystore.certificate.chain")
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError("ssl.keystore.location", location or "[inline]",
+                          message=f"listener {listener}: cannot load the key store: "
+                          f"{exc}") from None
+    trust_location = _setting(config, listener, "ssl.truststore.location")
+    trust_pem = _setting(config, listener, "ssl.truststore.certificates")
+    try:
+        if trust_location is not None:
+            context.load_verify_locations(cafile=trust_location)
+        elif trust_pem is not None:
+            context.load_verify_locations(cadata=trust_pem)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError("ssl.truststore.location", trust_location or "[inline]",
+                          message=f"listener {listener}: cannot load the trust store: "
+                          f"{exc}") from None
+    client_auth = (_setting(config, listener, "ssl.client.auth") or "none").lower()
+    context.verify_mode = _CLIENT_AUTH.get(client_auth, ssl.CERT_NONE)
+    if context.verify_mode != ssl.CERT_NONE and trust_location is None and trust_pem is None:
+        raise ConfigError("ssl.client.auth", client_auth, message=f"listener {listener}: "
+                          "client certificates need a trust store (ssl.truststore.location "
+                          "or ssl.truststore.certificates)")
+    return context
+
+
+_SHORT_NAMES = {
+    "commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
+    "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+    "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID",
+}
+
+
+def subject_name(peercert: dict[str, object]) -> str:
+    """A certificate subject as Kafka's default principal prints it (RFC 2253 order:
+    most specific first, e.g. ``CN=alice,OU=eng,O=acme``)."""
+    subject = peercert.get("subject") or ()
+    parts = []
+    assert isinstance(subject, tuple)
+    for rdn in reversed(subject):
+        parts.append("+".join(f"{_SHORT_NAMES.get(k, k)}={v}" for k, v in rdn))
+    return ",".join(parts)
