@@ -81,7 +81,7 @@ async def run(repeat: int, number: int) -> None:
             best: dict[str, list[float]] = {"off": [], "on": []}
             for _ in range(repeat):
                 for mode in ("off", "on"):
-                    broker.metrics = BrokerCounters("PLAINTEXT") if mode == "on" else None
+                    broker.metrics = BrokerCounters(["PLAINTEXT"]) if mode == "on" else None
                     seconds = await handle_many(broker, frame, number, mode == "on")
                     best[mode].append(seconds / number * 1e6)
             off, on = min(best["off"]), min(best["on"])

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from tests.conftest import TEST_BROKER_OVERRIDES
+from tests.conftest import TEST_BROKER_OVERRIDES, MakeBroker
 from tests.helpers import BrokerProcess, free_port, one_line_error
 from tests.helpers.metrics import exposed_names, http_get, scrape, value
 
@@ -305,3 +305,24 @@ def test_flush_retention_and_cleaner_work_is_counted(metered: MetricsBroker,
     assert grew("moldau_log_retention_deleted_segments_total")
     assert grew("moldau_log_cleaner_cleans_total")
     assert grew("moldau_log_cleaner_records_removed_total")
+
+
+def test_connections_are_counted_per_listener(make_broker: MakeBroker) -> None:
+    """Each listener's connections are its own series: a client on the second listener moves
+    only that listener's counters, and both series exist from the start."""
+    inner, outer, port = free_port(), free_port(), free_port()
+    make_broker(f"listeners=INNER://127.0.0.1:{inner},OUTER://127.0.0.1:{outer}",
+                "listener.security.protocol.map=INNER:PLAINTEXT,OUTER:PLAINTEXT",
+                "inter.broker.listener.name=INNER",
+                f"metrics.listener=http://127.0.0.1:{port}", port=inner)
+    url = f"http://127.0.0.1:{port}"
+    before = scrape(url)
+    assert value(before, "moldau_connections_created_total", {"listener": "OUTER"}) == 0
+    inner_before = value(before, "moldau_connections_created_total", {"listener": "INNER"})
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{outer}"})
+    admin.list_topics(timeout=10)
+    after = scrape(url)
+    assert value(after, "moldau_connections_created_total", {"listener": "OUTER"}) >= 1
+    assert value(after, "moldau_connections", {"listener": "OUTER"}) >= 1
+    assert value(after, "moldau_connections_created_total", {"listener": "INNER"}) == \
+        inner_before

@@ -21,7 +21,7 @@ def test_histogram_buckets_are_cumulative_with_inf_last() -> None:
 
 
 def test_request_stages_add_up_to_the_total() -> None:
-    counters = BrokerCounters("PLAINTEXT")
+    counters = BrokerCounters(["PLAINTEXT"])
     timing = RequestTiming(api_key=0, version=9, arrived=1_000, started=3_000)
     timing.handled = 10_000
     timing.remote_ns = 4_000  # of the handler's 7,000 ns, 4,000 waited in a purgatory
@@ -35,7 +35,7 @@ def test_request_stages_add_up_to_the_total() -> None:
 
 
 def test_deferred_response_counts_its_wait_as_remote() -> None:
-    counters = BrokerCounters("PLAINTEXT")
+    counters = BrokerCounters(["PLAINTEXT"])
     timing = RequestTiming(api_key=0, version=9, arrived=0, started=100)
     timing.handled = 600          # appended: the handler returned a deferred answer
     timing.remote_done = 5_600    # the ISR had the records 5,000 ns later

@@ -180,12 +180,16 @@ class Network:
     def connection_opened(self, conn: KafkaConnection) -> None:
         self.broker.connections.add(conn)
         self.idle.touch(conn)
-        if self.broker.metrics is not None:
-            self.broker.metrics.connections_created += 1
+        metrics = self.broker.metrics
+        if metrics is not None:
+            name = conn.session.listener.name
+            metrics.connections_created[name] = metrics.connections_created.get(name, 0) + 1
 
     def connection_closed(self, conn: KafkaConnection) -> None:
-        if self.broker.metrics is not None and conn in self.broker.connections:
-            self.broker.metrics.connections_closed += 1
+        metrics = self.broker.metrics
+        if metrics is not None and conn in self.broker.connections:
+            name = conn.session.listener.name
+            metrics.connections_closed[name] = metrics.connections_closed.get(name, 0) + 1
         self.broker.connections.discard(conn)
         self.idle.forget(conn)
         self.memory.cancel_wait(conn)

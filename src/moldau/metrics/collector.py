@@ -164,11 +164,13 @@ class BrokerCollector(Collector):
 
     def _network(self) -> Iterator[Metric]:
         c, broker = self.counters, self.broker
-        labels = [c.listener]
-        for family, value in (
+        open_now: dict[str, int] = dict.fromkeys(c.connections_created, 0)
+        for conn in broker.connections:
+            name = conn.session.listener.name
+            open_now[name] = open_now.get(name, 0) + 1
+        for family, values in (
             (GaugeMetricFamily("moldau_connections", "Open client connections "
-                               "(Kafka: connection-count).", labels=["listener"]),
-             len(broker.connections)),
+                               "(Kafka: connection-count).", labels=["listener"]), open_now),
             (CounterMetricFamily("moldau_connections_created", "Connections accepted "
                                  "(Kafka: connection-creation-total).", labels=["listener"]),
              c.connections_created),
@@ -176,7 +178,8 @@ class BrokerCollector(Collector):
                                  "(Kafka: connection-close-total).", labels=["listener"]),
              c.connections_closed),
         ):
-            family.add_metric(labels, value)
+            for listener, value in sorted(values.items()):
+                family.add_metric([listener], value)
             yield family
         lag = HistogramMetricFamily(
             "moldau_event_loop_lag_seconds", "How late a callback scheduled on the event loop "

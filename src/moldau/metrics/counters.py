@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections.abc import Sequence
 
 from .histogram import DurationHistogram
 
@@ -66,9 +67,11 @@ class RequestTiming:
 class BrokerCounters:
     """Every counter the broker increments while serving; see the module docstring."""
 
-    def __init__(self, listener: str) -> None:
-        #: The listener's name, the ``listener`` label of the connection metrics.
-        self.listener = listener
+    def __init__(self, listeners: Sequence[str]) -> None:
+        #: Connections accepted and closed per listener name (the ``listener`` label), every
+        #: configured listener present from the start so each series exists at 0.
+        self.connections_created: dict[str, int] = dict.fromkeys(listeners, 0)
+        self.connections_closed: dict[str, int] = dict.fromkeys(listeners, 0)
         #: Requests answered (or handled, for acks=0) per (API key, version).
         self.requests: dict[tuple[int, int], int] = {}
         #: Request time per API key: one histogram per stage, in the order of :data:`STAGES`.
@@ -76,8 +79,6 @@ class BrokerCounters:
         self.topics: dict[str, TopicCounters] = {}
         #: Bytes read by follower fetches (Kafka's ReplicationBytesOutPerSec).
         self.replication_bytes_out = 0
-        self.connections_created = 0
-        self.connections_closed = 0
         #: Segments deleted by retention (time, size, or below the log start offset).
         self.retention_deleted_segments = 0
 

@@ -69,7 +69,7 @@ class MetricsEndpoint:
         self.broker = broker
         self.host = host
         self.port = port
-        self.counters = BrokerCounters(broker.config.listeners[0].name)
+        self.counters = BrokerCounters([listener.name for listener in broker.config.listeners])
         broker.metrics = self.counters
         self.loop_lag = LoopLag()
         self.registry = CollectorRegistry(auto_describe=False)
