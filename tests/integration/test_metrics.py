@@ -323,6 +323,8 @@ def test_connections_are_counted_per_listener(make_broker: MakeBroker) -> None:
     admin.list_topics(timeout=10)
     after = scrape(url)
     assert value(after, "moldau_connections_created_total", {"listener": "OUTER"}) >= 1
-    assert value(after, "moldau_connections", {"listener": "OUTER"}) >= 1
+    # The open-connections gauge has a series per listener; its value is not checked, as
+    # librdkafka may have dropped its bootstrap connection by the time of the scrape.
+    assert value(after, "moldau_connections", {"listener": "OUTER"}, default=-1) >= 0
     assert value(after, "moldau_connections_created_total", {"listener": "INNER"}) == \
         inner_before
