@@ -2,11 +2,12 @@
 
 ``run_broker`` is what ``moldau broker`` and ``make run`` call. It raises its open-file limit
 to the hard limit (each connection and each open segment file is a descriptor, and Kafka users
-expect a broker to take tens of thousands of connections), opens the logs (recovering them
-after an unclean stop), listens on every configured listener, prints one line saying where
-it listens and where its data is, and on SIGINT/SIGTERM stops accepting, closes client
-connections and closes the logs cleanly so that the next start skips recovery. In a cluster
-it first hands its leadership over (``controlled_shutdown``).
+expect a broker to take tens of thousands of connections), opens the metrics endpoint when
+configured, opens the logs (recovering them after an unclean stop), listens on every
+configured listener, prints one line saying where it listens and where its data is, and on
+SIGINT/SIGTERM stops accepting, closes client connections and closes the logs cleanly so that
+the next start skips recovery. In a cluster it first hands its leadership over
+(``controlled_shutdown``).
 """
 
 from __future__ import annotations
@@ -54,13 +55,21 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     # Before the logs open: a bad key store stops start-up with a message naming the key.
     tls = {lst.name: server_context(config, lst.name) for lst in config.listeners
            if lst.security_protocol in ("SSL", "SASL_SSL")}
-    broker = Broker(config)
+    # Then the metrics endpoint, so that /health answers while the logs load (live, not
+    # ready); then the broker, built on a worker thread: its constructor (logs, recovery,
+    # coordinators, registration) touches no event loop, and the loop meanwhile serves only
+    # that endpoint, so start-up takes as long as before.
+    metrics = await _start_metrics(config)
+    try:
+        broker = await asyncio.to_thread(Broker, config)
+    except BaseException:
+        if metrics is not None:
+            await metrics.stop()
+        raise
     broker.request_shutdown = stop.set
     register_all(broker)
     listener = config.listeners[0]
     network = Network(broker)
-    # Before the Kafka listeners: once their ports accept, the metrics endpoint answers too.
-    metrics = await _start_metrics(broker)
     for each in config.listeners:
         try:
             network.listen(each, tls.get(each.name))
@@ -72,6 +81,10 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
             raise ListenerError(f"cannot listen on {each.name}://{each.host}:"
                                 f"{each.port}: {_reason(exc)}") from exc
     network.start()
+    if metrics is not None:
+        # In the same loop step as listen and start: no client is served before the counters
+        # exist, and /health/ready says ready only once the Kafka port accepts.
+        metrics.attach(broker)
     broker.start_background()
     watchdog = LoopWatchdog(loop, config.loop_stall_warn_ms / 1000, broker.running)
     watchdog.start()
@@ -96,18 +109,16 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         raise LogDirOfflineError(broker.fatal_error)  # exit status 1, as Kafka halts
 
 
-async def _start_metrics(broker: Broker) -> MetricsEndpoint | None:
-    """The metrics endpoint when ``metrics.listener`` is set, listening before any client
-    connects (the counters must exist by then); a bind failure refuses start-up like the
-    Kafka listener's."""
-    address = broker.config.metrics_listener
+async def _start_metrics(config: BrokerConfig) -> MetricsEndpoint | None:
+    """The metrics endpoint when ``metrics.listener`` is set, listening before the logs load;
+    a bind failure refuses start-up like the Kafka listener's."""
+    address = config.metrics_listener
     if address is None:
         return None
-    metrics = MetricsEndpoint(broker, *address)
+    metrics = MetricsEndpoint(config, *address)
     try:
         await metrics.start()
     except OSError as exc:
-        broker.close()
         raise ListenerError(f"cannot listen on metrics.listener {metrics.url}: "
                             f"{_reason(exc)}") from exc
     return metrics

@@ -618,6 +618,10 @@ class BrokerConfig:
         return self._bool("moldau.test.stop.after.dropped.response")
 
     @property
+    def test_startup_delay_ms(self) -> int:
+        return self._int("moldau.test.startup.delay.ms")
+
+    @property
     def test_hold_transaction_markers(self) -> bool:
         return self._bool("moldau.test.hold.transaction.markers")
 

@@ -336,6 +336,9 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("moldau.test.stop.after.dropped.response", BOOL, False, "moldau only, TEST "
               "ONLY: the broker stops itself (SIGSTOP) after dropping a Produce response.",
               LOW),
+    ConfigKey("moldau.test.startup.delay.ms", INT, 0, "moldau only, TEST ONLY: start-up "
+              "sleeps this long before it loads the logs (0: off), so tests can watch a "
+              "broker that is still starting.", LOW, at_least(0)),
     ConfigKey("moldau.test.hold.transaction.markers", BOOL, False, "moldau only, TEST ONLY: "
               "the transaction coordinator writes PrepareCommit/PrepareAbort but sends no "
               "markers (the transaction stays in Prepare* until a restart without this key).",

@@ -30,11 +30,12 @@ from prometheus_client.registry import CollectorRegistry
 
 from .collector import BrokerCollector, LogRows, snapshot_logs
 from .counters import BrokerCounters
-from .health import readiness
+from .health import readiness, starting_checks
 from .loop_lag import LoopLag
 
 if TYPE_CHECKING:
     from ..broker.broker import Broker
+    from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -61,21 +62,29 @@ class _Collected:
 class MetricsEndpoint:
     """The broker's counters, their collector and the HTTP server that exposes them.
 
-    Constructing it turns metrics on: the broker's hot paths start counting
-    (``broker.metrics``); it must happen before the first client connects.
+    It listens before the broker exists (``serve`` opens it, then loads the logs): while the
+    logs load, ``/health/live`` answers 200, ``/health/ready`` 503 with every check failing
+    and ``/metrics`` 503. :meth:`attach` hands it the loaded broker, which turns metrics on
+    (the broker's hot paths start counting, ``broker.metrics``); it must happen before the
+    first client connects.
     """
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, host: str, port: int) -> None:
+        self.config = config
         self.host = host
         self.port = port
-        self.counters = BrokerCounters([listener.name for listener in broker.config.listeners])
-        broker.metrics = self.counters
+        self.broker: Broker | None = None
+        self.counters = BrokerCounters([listener.name for listener in config.listeners])
         self.loop_lag = LoopLag()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(broker, self.counters, self.loop_lag))
         ProcessCollector(namespace="moldau", registry=self.registry)
         self._server: asyncio.Server | None = None
+
+    def attach(self, broker: Broker) -> None:
+        """The broker finished loading: count its work and serve its metrics from now on."""
+        broker.metrics = self.counters
+        self.registry.register(BrokerCollector(broker, self.counters, self.loop_lag))
+        self.broker = broker
 
     async def start(self) -> None:
         """Listen (raises OSError when the address cannot be bound) and start measuring."""
@@ -112,7 +121,8 @@ class MetricsEndpoint:
                 method, path = request
                 status, content_type, body = self._route(method, path)
                 if path == "/metrics" and status == 200:
-                    body = await self._scrape()
+                    assert self.broker is not None
+                    body = await self._scrape(self.broker)
             head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
                     f"Content-Type: {content_type}\r\n"
                     f"Content-Length: {len(body)}\r\n"
@@ -128,10 +138,10 @@ class MetricsEndpoint:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _scrape(self) -> bytes:
+    async def _scrape(self, broker: Broker) -> bytes:
         """Read the broker's state on the loop (the logs a slice at a time), then build the
         per-partition families and render the text on a worker thread."""
-        rows = await snapshot_logs(self.broker)
+        rows = await snapshot_logs(broker)
         families = list(self.registry.collect())
 
         def render() -> bytes:
@@ -145,10 +155,13 @@ class MetricsEndpoint:
         if method not in ("GET", "HEAD"):
             return 405, "text/plain", b"method not allowed\n"
         if path == "/metrics":
+            if self.broker is None:
+                return 503, "text/plain", b"the broker is starting: its logs are loading\n"
             return 200, CONTENT_TYPE_LATEST, b""  # the body is rendered by the caller
         if path == "/health/live":
             return 200, "application/json", b'{"status": "live"}\n'
-        checks = readiness(self.broker)
+        checks = readiness(self.broker) if self.broker is not None \
+            else starting_checks(self.config)
         ready = all(checks.values())
         body = {"status": "ready" if ready else "not ready", "checks": checks,
                 "failing": [name for name, ok in checks.items() if not ok]}
