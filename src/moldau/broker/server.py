@@ -19,11 +19,12 @@ import resource
 import signal
 import sys
 
-from ..config import BrokerConfig
+from ..config import BrokerConfig, ConfigError, Listener
 from ..config.tls import server_context
 from ..log.errors import LogDirOfflineError
 from ..metrics.endpoint import MetricsEndpoint
 from .broker import Broker
+from .console_child import ConsoleChild
 from .controlled_shutdown import controlled_shutdown
 from .handlers import register_all
 from .log_level import ENV_VAR, parse_log_level
@@ -52,6 +53,7 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
 async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     """Run a broker until ``stop`` is set."""
     loop = asyncio.get_running_loop()
+    console_listener = _console_listener(config)
     # Before the logs open: a bad key store stops start-up with a message naming the key.
     tls = {lst.name: server_context(config, lst.name) for lst in config.listeners
            if lst.security_protocol in ("SSL", "SASL_SSL")}
@@ -86,6 +88,7 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         # exist, and /health/ready says ready only once the Kafka port accepts.
         metrics.attach(broker)
     broker.start_background()
+    console = await _start_console(console_listener, metrics)
     watchdog = LoopWatchdog(loop, config.loop_stall_warn_ms / 1000, broker.running)
     watchdog.start()
     data = ", ".join(str(d.resolve()) for d in config.log_dirs)
@@ -99,6 +102,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         log.info("shutting down")
         await _controlled_shutdown(broker)
         await network.close()
+        if console is not None:
+            await console.stop()
         if metrics is not None:
             await metrics.stop()
         await watchdog.stop()
@@ -122,6 +127,34 @@ async def _start_metrics(config: BrokerConfig) -> MetricsEndpoint | None:
         raise ListenerError(f"cannot listen on metrics.listener {metrics.url}: "
                             f"{_reason(exc)}") from exc
     return metrics
+
+
+def _console_listener(config: BrokerConfig) -> Listener | None:
+    """With ``console.enable``: the listener the console connects to (the first PLAINTEXT
+    one: it has no credentials of its own); refuses a config it cannot serve."""
+    if not config.console_enable:
+        return None
+    if config.metrics_listener is None:
+        raise ConfigError("console.enable", "true", "the console is served on the "
+                          "metrics.listener port, which is not set")
+    for listener in config.listeners:
+        if listener.security_protocol == "PLAINTEXT":
+            return listener
+    raise ConfigError("console.enable", "true", "the console needs a PLAINTEXT listener")
+
+
+async def _start_console(listener: Listener | None,
+                         metrics: MetricsEndpoint | None) -> ConsoleChild | None:
+    """With ``console.enable``: the web console as a child process, relayed under
+    ``/console/`` by the metrics endpoint (see :mod:`.console_child`)."""
+    if listener is None or metrics is None:
+        return None
+    host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    console = ConsoleChild(f"{host}:{listener.port}", f"{metrics.url}/metrics")
+    await console.start()
+    metrics.console_port = console.port
+    return console
 
 
 async def _controlled_shutdown(broker: Broker) -> None:

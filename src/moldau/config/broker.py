@@ -606,6 +606,10 @@ class BrokerConfig:
         return None if raw is None else parse_metrics_listener("metrics.listener", str(raw))
 
     @property
+    def console_enable(self) -> bool:
+        return self._bool("console.enable")
+
+    @property
     def loop_stall_warn_ms(self) -> int:
         return self._int("moldau.loop.stall.warn.ms")
 

@@ -326,6 +326,9 @@ _KEYS: list[ConfigKey] = [
               "(/metrics) and health checks (/health/live, /health/ready), as http://host:port "
               "(e.g. http://127.0.0.1:9644); unset: no metrics endpoint, and the broker keeps "
               "no metrics at all.", MEDIUM, MetricsListenerFormat()),
+    ConfigKey("console.enable", BOOL, False, "moldau only: serve the web console (moldau "
+              "console, run as a child process) under /console/ on the metrics.listener port, "
+              "which must be set.", LOW),
     ConfigKey("moldau.loop.stall.warn.ms", INT, 1000, "moldau only: log a warning naming the "
               "request being handled whenever the event loop stalls longer than this (0: off).",
               LOW, at_least(0)),

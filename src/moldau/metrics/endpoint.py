@@ -8,6 +8,9 @@ Building the per-partition families and rendering the text, most of a scrape's t
 thread: they touch none of the broker's state, and the interpreter hands the loop back every
 switch interval (5 ms), so a large scrape does not stall the clients.
 
+With ``console.enable``, requests under ``/console/`` are relayed to the web console's child
+process (:mod:`.proxy`, :mod:`moldau.broker.console_child`).
+
 The HTTP it speaks is the least a scraper, a load balancer's health check or curl needs: one
 ``GET`` (or ``HEAD``) per connection, answered with ``Connection: close``. A request line or
 headers that do not come within :data:`READ_TIMEOUT_S`, or exceed :data:`MAX_HEADER_LINES`,
@@ -32,6 +35,7 @@ from .collector import BrokerCollector, LogRows, snapshot_logs
 from .counters import BrokerCounters
 from .health import readiness, starting_checks
 from .loop_lag import LoopLag
+from .proxy import relay
 
 if TYPE_CHECKING:
     from ..broker.broker import Broker
@@ -44,6 +48,10 @@ READ_TIMEOUT_S = 10.0
 #: Longest request line or header line (asyncio's StreamReader limit).
 MAX_LINE_BYTES = 8192
 MAX_HEADER_LINES = 100
+#: Where the web console is served when ``console.enable`` is set, and how long one of its
+#: answers may take (its pages query the cluster).
+CONSOLE_PREFIX = "/console"
+CONSOLE_TIMEOUT_S = 60.0
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             503: "Service Unavailable"}
@@ -79,6 +87,8 @@ class MetricsEndpoint:
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(namespace="moldau", registry=self.registry)
         self._server: asyncio.Server | None = None
+        #: Loopback port of the web console relayed under ``/console/`` (``console.enable``).
+        self.console_port: int | None = None
 
     def attach(self, broker: Broker) -> None:
         """The broker finished loading: count its work and serve its metrics from now on."""
@@ -118,8 +128,18 @@ class MetricsEndpoint:
                 status, content_type, body = 400, "text/plain", b"bad request\n"
                 method = "GET"
             else:
-                method, path = request
-                status, content_type, body = self._route(method, path)
+                method, target, headers = request
+                path = target.split("?", 1)[0]
+                if self.console_port is not None and (
+                        path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")):
+                    forwarded = f"{method} {target[len(CONSOLE_PREFIX):] or '/'} HTTP/1.1"
+                    if await relay(reader, writer, forwarded, headers, self.console_port,
+                                   CONSOLE_TIMEOUT_S):
+                        return
+                    status, content_type, body = (503, "text/plain",
+                                                  b"the web console is not running (yet)\n")
+                else:
+                    status, content_type, body = self._route(method, path)
                 if path == "/metrics" and status == 200:
                     assert self.broker is not None
                     body = await self._scrape(self.broker)
@@ -168,14 +188,17 @@ class MetricsEndpoint:
         return (200 if ready else 503), "application/json", json.dumps(body).encode() + b"\n"
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str] | None:
-    """(method, path) of an HTTP request, its headers read and ignored; None if malformed."""
+async def _read_request(reader: asyncio.StreamReader
+                        ) -> tuple[str, str, list[bytes]] | None:
+    """(method, target, header lines) of an HTTP request; None if malformed."""
+    headers: list[bytes] = []
     try:
         line = await reader.readuntil(b"\n")
         for _ in range(MAX_HEADER_LINES):
             header = await reader.readuntil(b"\n")
             if header in (b"\r\n", b"\n"):
                 break
+            headers.append(header)
         else:
             return None
     except asyncio.LimitOverrunError:
@@ -183,5 +206,4 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str] | None:
     parts = line.decode("latin-1").split()
     if len(parts) != 3 or not parts[2].startswith("HTTP/"):
         return None
-    method, target = parts[0], parts[1]
-    return method, target.split("?", 1)[0]
+    return parts[0], parts[1], headers
