@@ -123,3 +123,11 @@ def test_console_enable_needs_the_metrics_listener(tmp_path: Path) -> None:
     one_line_error(start(tmp_path, "console.enable=true"),
                    "Invalid value true for configuration console.enable",
                    "metrics.listener")
+
+
+def test_console_enable_needs_a_plaintext_listener(tmp_path: Path) -> None:
+    one_line_error(start(tmp_path, f"listeners=SSL://127.0.0.1:{free_port()}",
+                         f"metrics.listener=http://127.0.0.1:{free_port()}",
+                         "console.enable=true"),
+                   "Invalid value true for configuration console.enable",
+                   "the console needs a PLAINTEXT listener")
