@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
+from moldau.cluster.processes import port_accepts
 from tests.conftest import TEST_BROKER_OVERRIDES, MakeBroker
 from tests.helpers import BrokerProcess, free_port, one_line_error
 from tests.helpers.metrics import exposed_names, http_get, scrape, value
@@ -40,7 +42,9 @@ def metered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetricsBroker]
     process = BrokerProcess(
         tmp_path_factory.mktemp("metrics-broker"),
         overrides=(*TEST_BROKER_OVERRIDES, f"metrics.listener=http://127.0.0.1:{port}",
-                   "log.cleaner.backoff.ms=200"),
+                   "log.cleaner.backoff.ms=200",
+                   # KIP-848 members reconcile on heartbeats: quick ones keep the test short.
+                   "group.consumer.heartbeat.interval.ms=300"),
     ).start()
     try:
         yield MetricsBroker(process, f"http://127.0.0.1:{port}")
@@ -163,6 +167,72 @@ def test_a_subscribed_group_is_stable_and_its_join_waits_remotely(
         assert value(samples, "moldau_request_time_seconds_sum", join) > 0
     finally:
         consumer.close()
+
+
+def _kip848_consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+
+
+def _poll_until(consumers: list[Consumer], done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not done():
+        for consumer in consumers:
+            consumer.poll(0.1)
+    assert done(), [c.assignment() for c in consumers]
+
+
+def test_kip848_rebalances_are_counted(metered: MetricsBroker, topic_name: str) -> None:
+    """A KIP-848 group rebalances once per new target assignment epoch: when the first
+    member joins, when a second one joins, when one leaves."""
+    create(metered.bootstrap, topic_name, partitions=4)
+
+    def rebalances() -> float:
+        return value(scrape(metered.url), "moldau_group_rebalances_total")
+
+    start = rebalances()
+    a = _kip848_consumer(metered.bootstrap, topic_name)
+    b = _kip848_consumer(metered.bootstrap, topic_name)
+    try:
+        a.subscribe([topic_name])
+        _poll_until([a], lambda: len(a.assignment()) == 4)
+        joined = rebalances()
+        b.subscribe([topic_name])
+        _poll_until([a, b], lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2)
+        shared = rebalances()
+        assert value(scrape(metered.url), "moldau_groups", {"state": "Stable"}) >= 1
+        b.close()
+        _poll_until([a], lambda: len(a.assignment()) == 4)
+        left = rebalances()
+        print(f"rebalances: {start} -> {joined} -> {shared} -> {left}")
+        assert (joined - start, shared - joined, left - shared) == (1, 1, 1)
+    finally:
+        a.close()
+
+
+def test_lag_to_the_high_watermark_and_to_the_last_stable_offset(
+        metered: MetricsBroker, topic_name: str) -> None:
+    """An open transaction's records count in the lag to the high watermark (what
+    kafka-consumer-groups and Burrow show) but not in the read_committed lag."""
+    create(metered.bootstrap, topic_name)
+    produce(metered.bootstrap, topic_name, 10)
+    consume(metered.bootstrap, topic_name, 10, topic_name, 10)
+    txn = Producer({"bootstrap.servers": metered.bootstrap,
+                    "transactional.id": topic_name + "-txn"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for _ in range(5):
+        txn.produce(topic_name, b"open", partition=0)
+    assert txn.flush(30) == 0
+    lag = {"group": topic_name, "topic": topic_name, "partition": "0"}
+    samples = scrape(metered.url)
+    assert value(samples, "moldau_consumer_group_lag", lag) == 5
+    assert value(samples, "moldau_consumer_group_lag_read_committed", lag) == 0
+    txn.commit_transaction(30)
+    samples = scrape(metered.url)
+    # Committed: the five records and the commit marker are below both ends now.
+    assert value(samples, "moldau_consumer_group_lag", lag) == 6
+    assert value(samples, "moldau_consumer_group_lag_read_committed", lag) == 6
 
 
 def test_health_live_and_ready(metered: MetricsBroker) -> None:
@@ -328,3 +398,43 @@ def test_connections_are_counted_per_listener(make_broker: MakeBroker) -> None:
     assert value(after, "moldau_connections", {"listener": "OUTER"}, default=-1) >= 0
     assert value(after, "moldau_connections_created_total", {"listener": "INNER"}) == \
         inner_before
+
+
+def test_health_answers_while_the_logs_load(tmp_path: Path) -> None:
+    """The endpoint opens before the logs load: live, not ready (every check failing) and no
+    metrics until the broker is loaded; ready once the Kafka port accepts. The load is held
+    for 3 s by the test-only ``moldau.test.startup.delay.ms``."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = BrokerProcess(tmp_path, overrides=(
+        *TEST_BROKER_OVERRIDES, f"metrics.listener={url}", "moldau.test.startup.delay.ms=3000"))
+    seen: dict[str, object] = {}
+
+    def watch() -> None:  # the broker must be started from the main thread (it dies with it)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not port_accepts(port):
+            time.sleep(0.02)
+        seen["ready"] = http_get(url + "/health/ready")
+        seen["kafka_accepting"] = process.accepting()
+        seen["live"] = http_get(url + "/health/live")[0]
+        seen["metrics"] = http_get(url + "/metrics")[0]
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        process.start()
+        watcher.join(30)
+        status, body = seen["ready"]  # type: ignore[misc]
+        assert status == 503, body
+        ready = json.loads(body)
+        assert ready["status"] == "not ready"
+        assert set(ready["failing"]) == {"logs_loaded", "group_coordinator_loaded",
+                                         "transaction_coordinator_loaded"}
+        assert seen["kafka_accepting"] is False  # still loading: no Kafka port yet
+        assert (seen["live"], seen["metrics"]) == (200, 503)
+        status, body = http_get(url + "/health/ready")
+        assert status == 200, body
+        assert value(scrape(url), "moldau_partitions") >= 0
+    finally:
+        watcher.join(30)
+        process.stop()

@@ -265,3 +265,21 @@ def test_uniform_heterogeneous() -> None:
 def test_range_uneven() -> None:
     result = range_assign({"b": frozenset({"t"}), "a": frozenset({"t"})}, {"t": 5})
     assert result == {"a": tps(0, 1, 2), "b": tps(3, 4)}
+
+
+def test_rebalances_count_new_target_assignment_epochs() -> None:
+    """One per new assignment epoch (a join, a leave, more partitions); steady heartbeats and
+    reconciliation steps add none."""
+    h = Harness()
+    h.join()
+    assert h.group.rebalances == 1
+    h.hb("m1", 1, tps(0, 1, 2, 3))
+    assert h.group.rebalances == 1
+    h.join()
+    h.hb("m1", 1, tps(0, 1, 2, 3))  # revoking: the target is unchanged
+    assert h.group.rebalances == 2
+    h.topics["t"] = 6
+    h.hb("m2", 2, frozenset())
+    assert h.group.rebalances == 3
+    h.hb("m2", -1)  # leaves
+    assert h.group.rebalances == 4

@@ -231,6 +231,8 @@ class Broker:
         self._quiet_gc = partition_files.QuietGc()
         self._checkpoint_job: asyncio.Future[Any] | None = None
         self._hw_checkpoint_job: asyncio.Future[Any] | None = None
+        if self.config.test_startup_delay_ms:  # test-only, off by default
+            time.sleep(self.config.test_startup_delay_ms / 1000)
         self._open_logs()
         self.replicas.host_loaded()
         self.groups = GroupService(self, now_ms())

@@ -137,7 +137,8 @@ class GroupService:
             now,
         )
         self.loading = True
-        #: Rebalances begun since start-up (a counter for the metrics endpoint).
+        #: Rebalances begun since start-up (a counter for the metrics endpoint): classic
+        #: groups' and KIP-848 groups' (each new target assignment epoch) together.
         self.rebalances = 0
         #: Completions waiting for their writes to reach the ISR (held so they are not lost).
         self._completing: set[asyncio.Task[None]] = set()
@@ -441,9 +442,11 @@ class GroupService:
 
     def _expire_consumer_groups(self, now: int) -> None:
         for group in self.consumer_groups.values():
+            before = group.rebalances
             for member_id in group.expire(now):
                 log.info("consumer group %s: member %s fenced (session or revocation timeout)",
                          group.group_id, member_id)
+            self.rebalances += group.rebalances - before
 
     # -- KIP-848 consumer groups ---------------------------------------------------------------
 
@@ -466,7 +469,9 @@ class GroupService:
                                          f"Member {request.member_id} is not a member.")
             group = self.consumer_groups[group_id] = ConsumerGroup(group_id, self.consumer_config)
         topics = {name: t.partitions for name, t in self.broker.metadata.topics().items()}
+        before = group.rebalances
         response = group.heartbeat(request, topics, now, lambda: str(uuid.uuid4()))
+        self.rebalances += group.rebalances - before
         self._apply(Effects(), now)
         return response
 

@@ -2,11 +2,12 @@
 
 ``run_broker`` is what ``moldau broker`` and ``make run`` call. It raises its open-file limit
 to the hard limit (each connection and each open segment file is a descriptor, and Kafka users
-expect a broker to take tens of thousands of connections), opens the logs (recovering them
-after an unclean stop), listens on every configured listener, prints one line saying where
-it listens and where its data is, and on SIGINT/SIGTERM stops accepting, closes client
-connections and closes the logs cleanly so that the next start skips recovery. In a cluster
-it first hands its leadership over (``controlled_shutdown``).
+expect a broker to take tens of thousands of connections), opens the metrics endpoint when
+configured, opens the logs (recovering them after an unclean stop), listens on every
+configured listener, prints one line saying where it listens and where its data is, and on
+SIGINT/SIGTERM stops accepting, closes client connections and closes the logs cleanly so that
+the next start skips recovery. In a cluster it first hands its leadership over
+(``controlled_shutdown``).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import resource
 import signal
 import sys
 
-from ..config import BrokerConfig
+from ..config import BrokerConfig, ConfigError, Listener
 from ..config.tls import server_context
 from ..log.errors import LogDirOfflineError
 from ..metrics.endpoint import MetricsEndpoint
 from .broker import Broker
+from .console_child import ConsoleChild
 from .controlled_shutdown import controlled_shutdown
 from .handlers import register_all
 from .log_level import ENV_VAR, parse_log_level
@@ -51,16 +53,25 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
 async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
     """Run a broker until ``stop`` is set."""
     loop = asyncio.get_running_loop()
+    console_listener = _console_listener(config)
     # Before the logs open: a bad key store stops start-up with a message naming the key.
     tls = {lst.name: server_context(config, lst.name) for lst in config.listeners
            if lst.security_protocol in ("SSL", "SASL_SSL")}
-    broker = Broker(config)
+    # Then the metrics endpoint, so that /health answers while the logs load (live, not
+    # ready); then the broker, built on a worker thread: its constructor (logs, recovery,
+    # coordinators, registration) touches no event loop, and the loop meanwhile serves only
+    # that endpoint, so start-up takes as long as before.
+    metrics = await _start_metrics(config)
+    try:
+        broker = await asyncio.to_thread(Broker, config)
+    except BaseException:
+        if metrics is not None:
+            await metrics.stop()
+        raise
     broker.request_shutdown = stop.set
     register_all(broker)
     listener = config.listeners[0]
     network = Network(broker)
-    # Before the Kafka listeners: once their ports accept, the metrics endpoint answers too.
-    metrics = await _start_metrics(broker)
     for each in config.listeners:
         try:
             network.listen(each, tls.get(each.name))
@@ -72,7 +83,12 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
             raise ListenerError(f"cannot listen on {each.name}://{each.host}:"
                                 f"{each.port}: {_reason(exc)}") from exc
     network.start()
+    if metrics is not None:
+        # In the same loop step as listen and start: no client is served before the counters
+        # exist, and /health/ready says ready only once the Kafka port accepts.
+        metrics.attach(broker)
     broker.start_background()
+    console = await _start_console(console_listener, metrics)
     watchdog = LoopWatchdog(loop, config.loop_stall_warn_ms / 1000, broker.running)
     watchdog.start()
     data = ", ".join(str(d.resolve()) for d in config.log_dirs)
@@ -86,6 +102,8 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         log.info("shutting down")
         await _controlled_shutdown(broker)
         await network.close()
+        if console is not None:
+            await console.stop()
         if metrics is not None:
             await metrics.stop()
         await watchdog.stop()
@@ -96,21 +114,47 @@ async def serve(config: BrokerConfig, stop: asyncio.Event) -> None:
         raise LogDirOfflineError(broker.fatal_error)  # exit status 1, as Kafka halts
 
 
-async def _start_metrics(broker: Broker) -> MetricsEndpoint | None:
-    """The metrics endpoint when ``metrics.listener`` is set, listening before any client
-    connects (the counters must exist by then); a bind failure refuses start-up like the
-    Kafka listener's."""
-    address = broker.config.metrics_listener
+async def _start_metrics(config: BrokerConfig) -> MetricsEndpoint | None:
+    """The metrics endpoint when ``metrics.listener`` is set, listening before the logs load;
+    a bind failure refuses start-up like the Kafka listener's."""
+    address = config.metrics_listener
     if address is None:
         return None
-    metrics = MetricsEndpoint(broker, *address)
+    metrics = MetricsEndpoint(config, *address)
     try:
         await metrics.start()
     except OSError as exc:
-        broker.close()
         raise ListenerError(f"cannot listen on metrics.listener {metrics.url}: "
                             f"{_reason(exc)}") from exc
     return metrics
+
+
+def _console_listener(config: BrokerConfig) -> Listener | None:
+    """With ``console.enable``: the listener the console connects to (the first PLAINTEXT
+    one: it has no credentials of its own); refuses a config it cannot serve."""
+    if not config.console_enable:
+        return None
+    if config.metrics_listener is None:
+        raise ConfigError("console.enable", "true", "the console is served on the "
+                          "metrics.listener port, which is not set")
+    for listener in config.listeners:
+        if listener.security_protocol == "PLAINTEXT":
+            return listener
+    raise ConfigError("console.enable", "true", "the console needs a PLAINTEXT listener")
+
+
+async def _start_console(listener: Listener | None,
+                         metrics: MetricsEndpoint | None) -> ConsoleChild | None:
+    """With ``console.enable``: the web console as a child process, relayed under
+    ``/console/`` by the metrics endpoint (see :mod:`.console_child`)."""
+    if listener is None or metrics is None:
+        return None
+    host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    console = ConsoleChild(f"{host}:{listener.port}", f"{metrics.url}/metrics")
+    await console.start()
+    metrics.console_port = console.port
+    return console
 
 
 async def _controlled_shutdown(broker: Broker) -> None:

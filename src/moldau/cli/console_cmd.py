@@ -39,15 +39,21 @@ def _listen(host: str, port: int) -> socket.socket:
 @click.option("--metrics-url", metavar="URL",
               help="A Prometheus endpoint (the broker's metrics.listener, e.g. "
                    "http://127.0.0.1:9644/metrics) shown on the metrics page.")
+@click.option("--url-prefix", default="", metavar="PATH",
+              help="The path the console is served under behind a reverse proxy (e.g. "
+                   "/console): its links and redirects start with it.")
 @connection_options
 def console(conn: Connection, listen: str, sample_interval: float,
-            schema_registry: str | None, metrics_url: str | None) -> None:
+            schema_registry: str | None, metrics_url: str | None, url_prefix: str) -> None:
     """Serve the web console: cluster, topics, messages, consumer groups, throughput.
 
     It is a Kafka client of the cluster at --bootstrap-server, like every moldau command;
     open http://HOST:PORT/ in a browser.
     """
     host, port = _listen_address(listen)
+    if url_prefix and (not url_prefix.startswith("/") or url_prefix.endswith("/")):
+        raise CliError(f"invalid --url-prefix {url_prefix!r}: expected a path such as "
+                       "/console (a leading slash, no trailing one)")
     try:
         import uvicorn
 
@@ -69,7 +75,7 @@ def console(conn: Connection, listen: str, sample_interval: float,
                            f"({exc.name} is missing): pip install 'moldau[console]'") from None
     history = History()
     admin = LazyAdmin(conn)
-    app = create_app(conn, history, avro, admin, metrics_url)
+    app = create_app(conn, history, avro, admin, metrics_url, url_prefix)
     sampler = Sampler(conn, admin, history, sample_interval).start()
     listener = _listen(host, port)
     click.echo(f"moldau console on http://{host}:{port}/ for {conn.bootstrap}", err=True)

@@ -606,6 +606,10 @@ class BrokerConfig:
         return None if raw is None else parse_metrics_listener("metrics.listener", str(raw))
 
     @property
+    def console_enable(self) -> bool:
+        return self._bool("console.enable")
+
+    @property
     def loop_stall_warn_ms(self) -> int:
         return self._int("moldau.loop.stall.warn.ms")
 
@@ -616,6 +620,10 @@ class BrokerConfig:
     @property
     def test_stop_after_dropped_response(self) -> bool:
         return self._bool("moldau.test.stop.after.dropped.response")
+
+    @property
+    def test_startup_delay_ms(self) -> int:
+        return self._int("moldau.test.startup.delay.ms")
 
     @property
     def test_hold_transaction_markers(self) -> bool:

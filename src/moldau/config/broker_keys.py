@@ -326,6 +326,9 @@ _KEYS: list[ConfigKey] = [
               "(/metrics) and health checks (/health/live, /health/ready), as http://host:port "
               "(e.g. http://127.0.0.1:9644); unset: no metrics endpoint, and the broker keeps "
               "no metrics at all.", MEDIUM, MetricsListenerFormat()),
+    ConfigKey("console.enable", BOOL, False, "moldau only: serve the web console (moldau "
+              "console, run as a child process) under /console/ on the metrics.listener port, "
+              "which must be set.", LOW),
     ConfigKey("moldau.loop.stall.warn.ms", INT, 1000, "moldau only: log a warning naming the "
               "request being handled whenever the event loop stalls longer than this (0: off).",
               LOW, at_least(0)),
@@ -336,6 +339,9 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("moldau.test.stop.after.dropped.response", BOOL, False, "moldau only, TEST "
               "ONLY: the broker stops itself (SIGSTOP) after dropping a Produce response.",
               LOW),
+    ConfigKey("moldau.test.startup.delay.ms", INT, 0, "moldau only, TEST ONLY: start-up "
+              "sleeps this long before it loads the logs (0: off), so tests can watch a "
+              "broker that is still starting.", LOW, at_least(0)),
     ConfigKey("moldau.test.hold.transaction.markers", BOOL, False, "moldau only, TEST ONLY: "
               "the transaction coordinator writes PrepareCommit/PrepareAbort but sends no "
               "markers (the transaction stays in Prepare* until a restart without this key).",

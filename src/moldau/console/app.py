@@ -91,19 +91,22 @@ def _status_of(exc: Exception, message: str) -> int:
 
 def create_app(conn: Connection, history: History | None = None,
                avro: AvroDecoder | None = None, admin: LazyAdmin | None = None,
-               metrics_url: str | None = None) -> Starlette:
+               metrics_url: str | None = None, root: str = "") -> Starlette:
     """The ASGI app for one cluster; ``history`` is fed by a sampler the caller runs.
 
     ``avro`` decodes Avro values through a schema registry in the message browser;
     ``admin`` is the AdminClient to share with that sampler (a new one by default);
-    ``metrics_url`` is a Prometheus endpoint whose samples the metrics page shows.
+    ``metrics_url`` is a Prometheus endpoint whose samples the metrics page shows;
+    ``root`` is the path the app is served under behind a proxy (e.g. ``/console`` on a
+    broker's metrics port): every link, form and redirect starts with it.
     """
     cluster = admin or LazyAdmin(conn)
     rates = history or History()
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals.update(sparkline=sparkline, bars=bars, is_default=is_default,
                                  size=human_size,
-                                 quote=quote, formats=FORMATS, metrics_url=metrics_url)
+                                 quote=quote, formats=FORMATS, metrics_url=metrics_url,
+                                 root=root)
 
     async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await run_in_threadpool(fn, conn, cluster(), *args, **kwargs)
@@ -113,7 +116,8 @@ def create_app(conn: Connection, history: History | None = None,
         return templates.TemplateResponse(request, template, context, status_code=status)
 
     def redirect(path: str, notice: str) -> Response:
-        return RedirectResponse(f"{path}?{urlencode({'notice': notice})}", status_code=303)
+        return RedirectResponse(f"{root}{path}?{urlencode({'notice': notice})}",
+                                status_code=303)
 
     async def overview(request: Request) -> Response:
         summary = await call(queries.overview)

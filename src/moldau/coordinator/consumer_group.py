@@ -153,6 +153,9 @@ class ConsumerGroup:
     target: dict[str, Partitions] = field(default_factory=dict)
     #: Partition counts of the subscribed topics the target assignment was based on.
     topic_partitions: dict[str, int] = field(default_factory=dict)
+    #: Target assignments computed (each a new assignment epoch): the group's rebalances, as
+    #: Kafka's group coordinator counts them for KIP-848 groups.
+    rebalances: int = 0
 
     # --- queries -------------------------------------------------------------------------
 
@@ -390,6 +393,7 @@ class ConsumerGroup:
         subscriptions = {m.member_id: m.subscribed_topics for m in self.members.values()}
         self.target = assign(self.assignor, subscriptions, self.topic_partitions, self.target)
         self.assignment_epoch = self.group_epoch
+        self.rebalances += 1
 
     def _held_by_others(self, member_id: str) -> Partitions:
         held: set[TopicPartition] = set()

@@ -270,18 +270,27 @@ class BrokerCollector(Collector):
     def _groups(self) -> Iterator[Metric]:
         groups = self.broker.groups
         by_state = {state.value: 0 for state in GroupState}
+        lag_labels = ["group", "topic", "partition"]
         lag = GaugeMetricFamily("moldau_consumer_group_lag", "Records between a group's "
                                 "committed offset and the high watermark, for partitions led "
-                                "here (computed by the coordinator, as Burrow does).",
-                                labels=["group", "topic", "partition"])
+                                "here (computed by the coordinator, as Burrow and "
+                                "kafka-consumer-groups do).", labels=lag_labels)
+        # The coordinator does not know a group's isolation level, so both ends are exported:
+        # records inside open transactions count in the first lag, not in this one.
+        stable_lag = GaugeMetricFamily("moldau_consumer_group_lag_read_committed", "Records "
+                                       "between a group's committed offset and the last "
+                                       "stable offset (the end a read_committed consumer "
+                                       "sees), for partitions led here.", labels=lag_labels)
         for group_id, group in sorted(groups.coordinator.groups.items()):
             by_state[group.state.value] = by_state.get(group.state.value, 0) + 1
             for (topic, number), committed in group.offsets:
                 partition = self.broker.partition(topic, number)
                 if partition is None or not partition.is_leader or partition.offline:
                     continue
-                lag.add_metric([group_id, topic, str(number)],
-                               max(partition.high_watermark - committed.offset, 0))
+                values = [group_id, topic, str(number)]
+                lag.add_metric(values, max(partition.high_watermark - committed.offset, 0))
+                stable_lag.add_metric(values,
+                                      max(partition.last_stable_offset - committed.offset, 0))
         for consumer_group in groups.consumer_groups.values():
             state = consumer_group.state.value
             by_state[state] = by_state.get(state, 0) + 1
@@ -291,8 +300,11 @@ class BrokerCollector(Collector):
             states.add_metric([state], n)
         yield states
         yield CounterMetricFamily("moldau_group_rebalances", "Rebalances begun by the groups "
-                                  "this broker coordinates.", value=groups.rebalances)
+                                  "this broker coordinates (classic: a rebalance begun; "
+                                  "KIP-848: a new target assignment epoch).",
+                                  value=groups.rebalances)
         yield lag
+        yield stable_lag
 
     def _log_work(self) -> Iterator[Metric]:
         cleaner = self.broker.cleaner

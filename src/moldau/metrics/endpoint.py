@@ -8,6 +8,9 @@ Building the per-partition families and rendering the text, most of a scrape's t
 thread: they touch none of the broker's state, and the interpreter hands the loop back every
 switch interval (5 ms), so a large scrape does not stall the clients.
 
+With ``console.enable``, requests under ``/console/`` are relayed to the web console's child
+process (:mod:`.proxy`, :mod:`moldau.broker.console_child`).
+
 The HTTP it speaks is the least a scraper, a load balancer's health check or curl needs: one
 ``GET`` (or ``HEAD``) per connection, answered with ``Connection: close``. A request line or
 headers that do not come within :data:`READ_TIMEOUT_S`, or exceed :data:`MAX_HEADER_LINES`,
@@ -30,11 +33,13 @@ from prometheus_client.registry import CollectorRegistry
 
 from .collector import BrokerCollector, LogRows, snapshot_logs
 from .counters import BrokerCounters
-from .health import readiness
+from .health import readiness, starting_checks
 from .loop_lag import LoopLag
+from .proxy import relay
 
 if TYPE_CHECKING:
     from ..broker.broker import Broker
+    from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,10 @@ READ_TIMEOUT_S = 10.0
 #: Longest request line or header line (asyncio's StreamReader limit).
 MAX_LINE_BYTES = 8192
 MAX_HEADER_LINES = 100
+#: Where the web console is served when ``console.enable`` is set, and how long one of its
+#: answers may take (its pages query the cluster).
+CONSOLE_PREFIX = "/console"
+CONSOLE_TIMEOUT_S = 60.0
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             503: "Service Unavailable"}
@@ -61,21 +70,31 @@ class _Collected:
 class MetricsEndpoint:
     """The broker's counters, their collector and the HTTP server that exposes them.
 
-    Constructing it turns metrics on: the broker's hot paths start counting
-    (``broker.metrics``); it must happen before the first client connects.
+    It listens before the broker exists (``serve`` opens it, then loads the logs): while the
+    logs load, ``/health/live`` answers 200, ``/health/ready`` 503 with every check failing
+    and ``/metrics`` 503. :meth:`attach` hands it the loaded broker, which turns metrics on
+    (the broker's hot paths start counting, ``broker.metrics``); it must happen before the
+    first client connects.
     """
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, host: str, port: int) -> None:
+        self.config = config
         self.host = host
         self.port = port
-        self.counters = BrokerCounters([listener.name for listener in broker.config.listeners])
-        broker.metrics = self.counters
+        self.broker: Broker | None = None
+        self.counters = BrokerCounters([listener.name for listener in config.listeners])
         self.loop_lag = LoopLag()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(broker, self.counters, self.loop_lag))
         ProcessCollector(namespace="moldau", registry=self.registry)
         self._server: asyncio.Server | None = None
+        #: Loopback port of the web console relayed under ``/console/`` (``console.enable``).
+        self.console_port: int | None = None
+
+    def attach(self, broker: Broker) -> None:
+        """The broker finished loading: count its work and serve its metrics from now on."""
+        broker.metrics = self.counters
+        self.registry.register(BrokerCollector(broker, self.counters, self.loop_lag))
+        self.broker = broker
 
     async def start(self) -> None:
         """Listen (raises OSError when the address cannot be bound) and start measuring."""
@@ -109,10 +128,21 @@ class MetricsEndpoint:
                 status, content_type, body = 400, "text/plain", b"bad request\n"
                 method = "GET"
             else:
-                method, path = request
-                status, content_type, body = self._route(method, path)
+                method, target, headers = request
+                path = target.split("?", 1)[0]
+                if self.console_port is not None and (
+                        path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")):
+                    forwarded = f"{method} {target[len(CONSOLE_PREFIX):] or '/'} HTTP/1.1"
+                    if await relay(reader, writer, forwarded, headers, self.console_port,
+                                   CONSOLE_TIMEOUT_S):
+                        return
+                    status, content_type, body = (503, "text/plain",
+                                                  b"the web console is not running (yet)\n")
+                else:
+                    status, content_type, body = self._route(method, path)
                 if path == "/metrics" and status == 200:
-                    body = await self._scrape()
+                    assert self.broker is not None
+                    body = await self._scrape(self.broker)
             head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
                     f"Content-Type: {content_type}\r\n"
                     f"Content-Length: {len(body)}\r\n"
@@ -128,10 +158,10 @@ class MetricsEndpoint:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _scrape(self) -> bytes:
+    async def _scrape(self, broker: Broker) -> bytes:
         """Read the broker's state on the loop (the logs a slice at a time), then build the
         per-partition families and render the text on a worker thread."""
-        rows = await snapshot_logs(self.broker)
+        rows = await snapshot_logs(broker)
         families = list(self.registry.collect())
 
         def render() -> bytes:
@@ -145,24 +175,30 @@ class MetricsEndpoint:
         if method not in ("GET", "HEAD"):
             return 405, "text/plain", b"method not allowed\n"
         if path == "/metrics":
+            if self.broker is None:
+                return 503, "text/plain", b"the broker is starting: its logs are loading\n"
             return 200, CONTENT_TYPE_LATEST, b""  # the body is rendered by the caller
         if path == "/health/live":
             return 200, "application/json", b'{"status": "live"}\n'
-        checks = readiness(self.broker)
+        checks = readiness(self.broker) if self.broker is not None \
+            else starting_checks(self.config)
         ready = all(checks.values())
         body = {"status": "ready" if ready else "not ready", "checks": checks,
                 "failing": [name for name, ok in checks.items() if not ok]}
         return (200 if ready else 503), "application/json", json.dumps(body).encode() + b"\n"
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str] | None:
-    """(method, path) of an HTTP request, its headers read and ignored; None if malformed."""
+async def _read_request(reader: asyncio.StreamReader
+                        ) -> tuple[str, str, list[bytes]] | None:
+    """(method, target, header lines) of an HTTP request; None if malformed."""
+    headers: list[bytes] = []
     try:
         line = await reader.readuntil(b"\n")
         for _ in range(MAX_HEADER_LINES):
             header = await reader.readuntil(b"\n")
             if header in (b"\r\n", b"\n"):
                 break
+            headers.append(header)
         else:
             return None
     except asyncio.LimitOverrunError:
@@ -170,5 +206,4 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str] | None:
     parts = line.decode("latin-1").split()
     if len(parts) != 3 or not parts[2].startswith("HTTP/"):
         return None
-    method, target = parts[0], parts[1]
-    return method, target.split("?", 1)[0]
+    return parts[0], parts[1], headers
