@@ -5,17 +5,20 @@
 Starts a broker and a REST Proxy (``moldau rest``) on free loopback ports, creates a topic
 with 6 partitions, then per round:
 
-- ``rest``: C concurrent httpx clients POST v2 JSON produce requests
-  (``application/vnd.kafka.json.v2+json``) of B records each until N records are acknowledged
-  (every answer's offsets are checked for errors);
+- ``rest``: C keep-alive HTTP/1.1 connections send one prebuilt v2 JSON produce request
+  (``application/vnd.kafka.json.v2+json``, B records) again and again until N records are
+  acknowledged (every answer's offsets are checked for errors);
 - ``native``: one confluent-kafka producer with the proxy's settings (acks=all, idempotent,
   linger 5 ms) produces the same N record values and flushes.
 
-The proxy's own CPU time per record (``proxy_cpu_us_per_record``, from /proc) is printed
-too: on a shared machine it says more than records/s, which depend on who else has the cores.
-The request body is encoded once, before the clock starts, so the client's own JSON work is
-not timed; the clients still share the machine's cores with the proxy and the broker, as
-they would on one host. Each loop stops at N records or S seconds, whichever comes first.
+After each round the topic's end offsets, less the warm-up records, are printed
+(``end_offsets_minus_warm_up``): they must equal the records acknowledged. The proxy's own
+CPU time per record (``proxy_cpu_us_per_record``, from /proc) is printed too: on a shared
+machine it says more than records/s, which depend on who else has the cores. The client is
+a few lines over asyncio streams, not an HTTP library, so that it measures the proxy (its
+CPU time is printed as ``client_cpu_s``); it still shares the machine's cores with the proxy
+and the broker, as it would on one host. Each loop stops at N records or S seconds,
+whichever comes first.
 Prints one JSON line per measurement and a ``summary`` line with the medians and the ratio.
 """
 
