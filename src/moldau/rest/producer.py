@@ -48,8 +48,14 @@ class Delivery(NamedTuple):
     error: str | None
 
 
+# librdkafka does not flag its local time-outs retriable; Kafka's Java client (and so
+# Confluent's proxy) counts a TimeoutException as retriable.
+_TIMEOUTS = (KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
+
+
 def _failed(err: KafkaError) -> Delivery:
-    code = KAFKA_RETRIABLE_ERROR if err.retriable() else KAFKA_ERROR
+    code = (KAFKA_RETRIABLE_ERROR if err.retriable() or err.code() in _TIMEOUTS
+            else KAFKA_ERROR)
     return Delivery(None, None, None, code, err.str())
 
 
@@ -150,6 +156,9 @@ class SharedProducer:
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,
+            # A record not delivered in time (the brokers are away) is answered with its
+            # error instead of holding the request for librdkafka's default five minutes.
+            "message.timeout.ms": max(1, int(config.request_timeout_s * 1000)),
             # Keyed records land where Java clients (and Confluent's proxy) would put them.
             "partitioner": "murmur2_random",
             "queue.buffering.max.messages": 1_000_000,
