@@ -49,7 +49,8 @@ class SchemaCodecs:
         # ``client`` would be handed to them as if serialized.
         self.proto_client = SchemaRegistryClient({"url": url})
         self._lock = threading.Lock()
-        self._serializers: dict[tuple[str, int], Any] = {}
+        self._serializers: dict[tuple[str, int, str], Any] = {}
+        self._subjects: dict[tuple[str, int], str] = {}
         self._deserializers: dict[str, Any] = {}
         self._proto_classes: dict[int, type[Message]] = {}
 
@@ -80,10 +81,12 @@ class SchemaCodecs:
     def encoder(self, fmt: str, topic: str, field: str, schema_id: int) -> Encoder:
         """Encode one key or value (a JSON value) with the given schema."""
         with self._lock:
-            serializer = self._serializers.get((fmt, schema_id))
+            subject = self._subject_holding(topic, field, schema_id)
+            serializer = self._serializers.get((fmt, schema_id, subject))
             if serializer is None:
                 schema = self.client.get_schema(schema_id)
-                conf = {"auto.register.schemas": False, "use.schema.id": schema_id}
+                conf = {"auto.register.schemas": False, "use.schema.id": schema_id,
+                        "subject.name.strategy": lambda _ctx, _name: subject}
                 if fmt == "avro":
                     serializer = AvroSerializer(self.client, schema, conf=conf)
                 elif fmt == "jsonschema":
@@ -91,7 +94,7 @@ class SchemaCodecs:
                 else:
                     serializer = _ProtobufFromJson(self._proto_class(schema_id), self.proto_client,
                                                    {**conf, "use.deprecated.format": False})
-                self._serializers[(fmt, schema_id)] = serializer
+                self._serializers[(fmt, schema_id, subject)] = serializer
         context = SerializationContext(topic, _field(field))
 
         def encode(value: Any) -> bytes | None:
@@ -107,6 +110,23 @@ class SchemaCodecs:
                     from None
             return result
         return encode
+
+    def _subject_holding(self, topic: str, field: str, schema_id: int) -> str:
+        """The subject a serializer looks the schema up under (confluent-kafka's serializers
+        do, with ``use.schema.id``): the topic's own, ``<topic>-key``/``-value``, when the
+        schema is registered there, else a subject that holds it, since a
+        ``value_schema_id`` may name any registered schema, as with Confluent's proxy."""
+        own = f"{topic}-{field}"
+        known = self._subjects.get((own, schema_id))
+        if known is not None:
+            return known
+        try:
+            subjects = self.client.get_subjects_by_schema_id(schema_id, deleted=True)
+        except SchemaRegistryError:
+            return own
+        subject = own if own in subjects or not subjects else str(subjects[0])
+        self._subjects[(own, schema_id)] = subject
+        return subject
 
     def _proto_class(self, schema_id: int) -> type[Message]:
         """The message class of a Protobuf schema (its file's first message)."""
