@@ -71,6 +71,9 @@ class RegistryProcess:
         raise RegistryStartError(f"registry not serving within {self.startup_timeout} s:\n"
                                  f"{self.log_text()}")
 
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 

@@ -37,10 +37,13 @@ def _host_port(value: str) -> tuple[str, int]:
 @click.option("--consumer-instance-timeout-ms", "instance_timeout_ms", type=click.IntRange(1),
               default=300_000, show_default=True,
               help="Close a v2 consumer instance idle this long (it leaves its group).")
+@click.option("--request-timeout-ms", type=click.IntRange(1), default=30_000, show_default=True,
+              help="How long a request waits for the brokers (metadata, and each produced "
+                   "record's delivery) before it is answered with error 50003.")
 @click.option("--max-request-bytes", type=click.IntRange(1), default=10 * 1024 * 1024,
               show_default=True, help="Larger request bodies are refused with 413.")
 def rest(bootstrap: str, listen: str, schema_registry: str | None, instance_timeout_ms: int,
-         max_request_bytes: int) -> None:
+         request_timeout_ms: int, max_request_bytes: int) -> None:
     """Serve Confluent's REST Proxy API (v2 and v3) until Ctrl-C or SIGTERM."""
     host, port = _host_port(listen)
     try:
@@ -58,7 +61,8 @@ def rest(bootstrap: str, listen: str, schema_registry: str | None, instance_time
         logging.getLogger("moldau.rest.librdkafka").setLevel(logging.WARNING)
     config = RestConfig(bootstrap=bootstrap, schema_registry_url=schema_registry,
                         instance_timeout_ms=instance_timeout_ms,
-                        max_request_bytes=max_request_bytes)
+                        max_request_bytes=max_request_bytes,
+                        request_timeout_s=request_timeout_ms / 1000)
     # Bind first, so a taken port or a bad address is one Error line, as for the broker.
     try:
         listener = socket.create_server((host, port))

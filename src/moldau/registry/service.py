@@ -33,7 +33,7 @@ class Registry:
     def __init__(self, store: KafkaStore) -> None:
         self.store = store
         self._write_lock = threading.Lock()
-        self._ids_by_key: dict[tuple[str, str, tuple[Reference, ...]], int] = {}
+        self._ids_by_key: dict[tuple[str, str | bytes, tuple[Reference, ...]], int] = {}
         self._indexed_ids: set[int] = set()
 
     # --- parsing ------------------------------------------------------------------
@@ -180,7 +180,7 @@ class Registry:
                 continue
             stored = self._parse_cached(version.schema_type, version.schema,
                                         version.references, normalize)
-            if stored.canonical == wanted.canonical:
+            if stored.key == wanted.key:
                 return version
         raise errors.schema_not_found()
 
@@ -255,8 +255,8 @@ class Registry:
             for version in live:
                 if (version.schema_type == schema_type and version.references == references
                         and self._parse_cached(version.schema_type, version.schema,
-                                               version.references, normalize).canonical
-                        == new.canonical):
+                                               version.references, normalize).key
+                        == new.key):
                     return version
             if mode != "IMPORT":
                 messages = compatibility.check(
@@ -269,7 +269,7 @@ class Registry:
                         "Schema being registered is incompatible with an earlier schema for "
                         f"subject \"{subject}\", details: [{', '.join(messages)}]",
                     )
-            schema_id = self._id_for(schema_type, new.canonical, references, wanted_id)
+            schema_id = self._id_for(schema_type, new.key, references, wanted_id)
             number = max((v.version for v in everything), default=0) + 1
             if mode == "IMPORT" and isinstance(body, dict) and body.get("version") is not None:
                 number = int(body["version"])
@@ -279,7 +279,7 @@ class Registry:
                                records.encode_value(version.value_json()))])
             return version
 
-    def _id_for(self, schema_type: str, canonical: str, references: tuple[Reference, ...],
+    def _id_for(self, schema_type: str, canonical: str | bytes, references: tuple[Reference, ...],
                 wanted_id: Any) -> int:
         with self.store.reading() as state:
             fresh = [(i, v) for i, v in state.by_id.items() if i not in self._indexed_ids]
@@ -289,7 +289,7 @@ class Registry:
                 parsed = self.parse_version(version)
             except errors.RegistryError:
                 continue
-            self._ids_by_key.setdefault((version.schema_type, parsed.canonical,
+            self._ids_by_key.setdefault((version.schema_type, parsed.key,
                                          version.references), schema_id)
             self._indexed_ids.add(schema_id)
         key = (schema_type, canonical, references)

@@ -131,9 +131,16 @@ class KafkaStore:
 
     # --- reading and writing ------------------------------------------------------
     def end_offset(self, timeout: float = 10.0) -> int:
-        _low, high = self._offsets.get_watermark_offsets(
-            TopicPartition(self.topic, 0), timeout=timeout, cached=False
-        )
+        """The topic's end offset, asked of the broker; Confluent's 50001 while it is away."""
+        try:
+            _low, high = self._offsets.get_watermark_offsets(
+                TopicPartition(self.topic, 0), timeout=timeout, cached=False
+            )
+        except KafkaException as exc:
+            raise errors.RegistryError(
+                500, errors.STORE_ERROR,
+                f"Error while reading the end offset of {self.topic}: {_reason(exc)}",
+            ) from None
         return int(high)
 
     def wait_consumed(self, offset: int, timeout: float) -> None:
@@ -185,3 +192,8 @@ class KafkaStore:
     def reading(self) -> Iterator[RegistryState]:
         with self.lock:
             yield self.state
+
+
+def _reason(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 
@@ -65,6 +66,10 @@ def build_app(config: RestConfig) -> Starlette:
         app.state.services = services
         app.state.config = config
         consumers.start()
+        # Everything loaded so far (Starlette, uvicorn, confluent-kafka, the routes) lives as
+        # long as the proxy: full collections, which produce requests' short-lived records
+        # trigger often, need not walk it again.
+        gc.freeze()
         try:
             yield
         finally:

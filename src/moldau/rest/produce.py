@@ -47,9 +47,9 @@ async def produce_v2(request: Request, topic: str, partition: int | None) -> Res
                                          for r in raw_records):
         encode_value = encode_json_field if fmt == "json" else encode_binary
         target = partition if partition is not None else svc.partitions.next(topic, metadata)
-        deliveries = await svc.producer.produce_to_partition(
+        results = await svc.producer.produce_to_partition(
             topic, target, [encode_value(r.get("value"), "value") for r in raw_records])
-        return _answer(None, None, deliveries)
+        return _answer_one_partition(target, results)
     if fmt in SCHEMA_FORMATS:
         records, key_schema_id, value_schema_id = await _encode_with_schemas(
             svc, fmt, topic, partition, body, raw_records)
@@ -68,9 +68,23 @@ def _answer(key_schema_id: int | None, value_schema_id: int | None,
     return v2_json({
         "key_schema_id": key_schema_id,
         "value_schema_id": value_schema_id,
-        "offsets": [{"partition": d.partition, "offset": d.offset, "error_code": d.error_code,
-                     "error": d.error} for d in deliveries],
+        "offsets": [_offset_entry(d) for d in deliveries],
     })
+
+
+def _answer_one_partition(partition: int, results: list[int | Delivery]) -> Response:
+    return v2_json({
+        "key_schema_id": None,
+        "value_schema_id": None,
+        "offsets": [{"partition": partition, "offset": r, "error_code": None, "error": None}
+                    if isinstance(r, int) else _offset_entry(r)
+                    for r in results],
+    })
+
+
+def _offset_entry(delivery: Delivery) -> dict[str, Any]:
+    return {"partition": delivery.partition, "offset": delivery.offset,
+            "error_code": delivery.error_code, "error": delivery.error}
 
 
 def encode_json_field(value: Any, _field: str) -> bytes | None:

@@ -48,8 +48,14 @@ class Delivery(NamedTuple):
     error: str | None
 
 
+# librdkafka does not flag its local time-outs retriable; Kafka's Java client (and so
+# Confluent's proxy) counts a TimeoutException as retriable.
+_TIMEOUTS = (KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT)
+
+
 def _failed(err: KafkaError) -> Delivery:
-    code = KAFKA_RETRIABLE_ERROR if err.retriable() else KAFKA_ERROR
+    code = (KAFKA_RETRIABLE_ERROR if err.retriable() or err.code() in _TIMEOUTS
+            else KAFKA_ERROR)
     return Delivery(None, None, None, code, err.str())
 
 
@@ -93,41 +99,41 @@ class _PendingRequest:
 class _OnePartitionRequest:
     """Unkeyed records of one request, all sent to one partition in one produce_batch call.
 
-    One bound callback serves every record (no closure per record). Reports are matched to
-    records by offset: the records of a request on one partition get ascending offsets in
-    the order they were handed over, whatever order their reports arrive in.
+    One bound callback serves every record (no closure per record), and it keeps no more
+    than the record's offset (an int) or its failure: the poll thread runs it for every
+    record. Reports are matched to records by offset: the records of a request on one
+    partition get ascending offsets in the order they were handed over, whatever order
+    their reports arrive in.
     """
 
-    __slots__ = ("arrived", "expected", "future", "loop", "queued")
+    __slots__ = ("arrived", "expected", "future", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.future: asyncio.Future[list[Delivery]] = loop.create_future()
-        self.arrived: list[Delivery] = []
+        self.future: asyncio.Future[list[int | Delivery]] = loop.create_future()
+        self.arrived: list[int | Delivery] = []
         self.expected = -1
-        self.queued: list[int] = []
 
     def delivered(self, err: KafkaError | None, msg: Message) -> None:
         """Poll thread: one delivery report."""
-        self.arrived.append(_failed(err) if err is not None else Delivery(
-            msg.partition(), msg.offset(), msg.timestamp()[1], None, None))
+        # A delivered record always has its offset (librdkafka's stubs say int | None).
+        self.arrived.append(msg.offset() if err is None else _failed(err))  # type: ignore[arg-type]
         if len(self.arrived) == self.expected:
             self.loop.call_soon_threadsafe(self._resolve)
 
-    def seal(self, queued: list[int]) -> None:
-        """Event loop: these record indexes were queued (the others failed at once)."""
-        self.queued = queued
-        self.expected = len(queued)
+    def seal(self, queued: int) -> None:
+        """Event loop: this many records were queued (the others failed at once)."""
+        self.expected = queued
         if len(self.arrived) == self.expected:
             self._resolve()
 
     def _resolve(self) -> None:
         if self.future.done():
             return
-        in_order = sorted(enumerate(self.arrived), key=lambda pair: (
-            pair[1].offset if pair[1].offset is not None and pair[1].offset >= 0
-            else 1 << 62, pair[0]))
-        self.future.set_result([pair[1] for pair in in_order])
+        offsets = [a for a in self.arrived if type(a) is int]
+        known = sorted(o for o in offsets if o >= 0)
+        self.future.set_result([*known, *(o for o in offsets if o < 0),
+                                *(a for a in self.arrived if type(a) is not int)])
 
 
 def _options(record: OutgoingRecord) -> dict[str, Any]:
@@ -150,6 +156,9 @@ class SharedProducer:
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,
+            # A record not delivered in time (the brokers are away) is answered with its
+            # error instead of holding the request for librdkafka's default five minutes.
+            "message.timeout.ms": max(1, int(config.request_timeout_s * 1000)),
             # Keyed records land where Java clients (and Confluent's proxy) would put them.
             "partitioner": "murmur2_random",
             "queue.buffering.max.messages": 1_000_000,
@@ -190,12 +199,13 @@ class SharedProducer:
         return await pending.future
 
     async def produce_to_partition(self, topic: str, partition: int,
-                                   values: Sequence[bytes | None]) -> list[Delivery]:
+                                   values: Sequence[bytes | None]) -> list[int | Delivery]:
         """Unkeyed records to one partition, in one call: the proxy's fast path.
 
         Confluent's proxy (a Java producer with the sticky partitioner) also puts the
         unkeyed records of a request on one partition; doing it here lets librdkafka take
-        the whole request in one ``produce_batch`` call with one callback.
+        the whole request in one ``produce_batch`` call with one callback. Each record's
+        result is its offset, or a Delivery with its error.
         """
         pending = _OnePartitionRequest(asyncio.get_running_loop())
         messages = [{"value": value} for value in values]
@@ -209,7 +219,11 @@ class SharedProducer:
             failed = (_failed(err) if isinstance(err, KafkaError)
                       else Delivery(None, None, None, KAFKA_ERROR, str(exc)))
             return [failed] * len(messages)
-        results: list[Delivery | None] = [None] * len(messages)
+        refused = [message["_error"] for message in messages if "_error" in message]
+        if not refused:
+            pending.seal(len(messages))
+            return await pending.future
+        results: list[int | Delivery | None] = [None] * len(messages)
         queued = []
         for index, message in enumerate(messages):
             err = message.get("_error")
@@ -218,10 +232,10 @@ class SharedProducer:
             else:
                 results[index] = (_failed(err) if isinstance(err, KafkaError) else
                                   Delivery(None, None, None, KAFKA_ERROR, str(err)))
-        pending.seal(queued)
-        for index, delivery in zip(queued, await pending.future, strict=True):
-            results[index] = delivery
-        return [d for d in results if d is not None]
+        pending.seal(len(queued))
+        for index, result in zip(queued, await pending.future, strict=True):
+            results[index] = result
+        return [r for r in results if r is not None]
 
     @staticmethod
     def _reporter(pending: _PendingRequest, index: int) -> Any:

@@ -9,8 +9,8 @@ talks HTTP to the registry synchronously, so callers run it in a worker thread.
 Protobuf: the proxy asks the registry for the schema as a serialized FileDescriptorProto
 (``format=serialized``, what confluent-kafka itself asks for), builds the class of the file's
 first message (Confluent's default message index) in a private descriptor pool, and maps JSON
-to it with protobuf's json_format; records are written in Confluent's wire format
-(``_ProtobufFromJson``) and read with confluent-kafka's ProtobufDeserializer. Schemas that
+to it with protobuf's json_format; records are written by confluent-kafka's ProtobufSerializer
+(``_ProtobufFromJson``) and read with its ProtobufDeserializer. Schemas that
 import other files (references) are not supported.
 """
 
@@ -25,7 +25,7 @@ import httpx
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
-from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import Message
@@ -44,8 +44,13 @@ class SchemaCodecs:
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
         self.client = SchemaRegistryClient({"url": url})
+        # The Protobuf serializers' own client: they ask for schemas in serialized form, and
+        # confluent-kafka's cache keys schemas by id alone, so a text form fetched through
+        # ``client`` would be handed to them as if serialized.
+        self.proto_client = SchemaRegistryClient({"url": url})
         self._lock = threading.Lock()
-        self._serializers: dict[tuple[str, int], Any] = {}
+        self._serializers: dict[tuple[str, int, str], Any] = {}
+        self._subjects: dict[tuple[str, int], str] = {}
         self._deserializers: dict[str, Any] = {}
         self._proto_classes: dict[int, type[Message]] = {}
 
@@ -76,17 +81,20 @@ class SchemaCodecs:
     def encoder(self, fmt: str, topic: str, field: str, schema_id: int) -> Encoder:
         """Encode one key or value (a JSON value) with the given schema."""
         with self._lock:
-            serializer = self._serializers.get((fmt, schema_id))
+            subject = self._subject_holding(topic, field, schema_id)
+            serializer = self._serializers.get((fmt, schema_id, subject))
             if serializer is None:
                 schema = self.client.get_schema(schema_id)
-                conf = {"auto.register.schemas": False, "use.schema.id": schema_id}
+                conf = {"auto.register.schemas": False, "use.schema.id": schema_id,
+                        "subject.name.strategy": lambda _ctx, _name: subject}
                 if fmt == "avro":
                     serializer = AvroSerializer(self.client, schema, conf=conf)
                 elif fmt == "jsonschema":
                     serializer = JSONSerializer(schema, self.client, conf=conf)
                 else:
-                    serializer = _ProtobufFromJson(self._proto_class(schema_id), schema_id)
-                self._serializers[(fmt, schema_id)] = serializer
+                    serializer = _ProtobufFromJson(self._proto_class(schema_id), self.proto_client,
+                                                   {**conf, "use.deprecated.format": False})
+                self._serializers[(fmt, schema_id, subject)] = serializer
         context = SerializationContext(topic, _field(field))
 
         def encode(value: Any) -> bytes | None:
@@ -102,6 +110,23 @@ class SchemaCodecs:
                     from None
             return result
         return encode
+
+    def _subject_holding(self, topic: str, field: str, schema_id: int) -> str:
+        """The subject a serializer looks the schema up under (confluent-kafka's serializers
+        do, with ``use.schema.id``): the topic's own, ``<topic>-key``/``-value``, when the
+        schema is registered there, else a subject that holds it, since a
+        ``value_schema_id`` may name any registered schema, as with Confluent's proxy."""
+        own = f"{topic}-{field}"
+        known = self._subjects.get((own, schema_id))
+        if known is not None:
+            return known
+        try:
+            subjects = self.client.get_subjects_by_schema_id(schema_id, deleted=True)
+        except SchemaRegistryError:
+            return own
+        subject = own if own in subjects or not subjects else str(subjects[0])
+        self._subjects[(own, schema_id)] = subject
+        return subject
 
     def _proto_class(self, schema_id: int) -> type[Message]:
         """The message class of a Protobuf schema (its file's first message)."""
@@ -157,19 +182,19 @@ def _schema_type(fmt: str) -> str:
 
 
 class _ProtobufFromJson:
-    """A JSON value to a message of ``cls``, in Confluent's Protobuf wire format.
+    """A JSON value to a message of ``cls``, written by confluent-kafka's ProtobufSerializer.
 
-    Magic byte 0, the schema id, the message index path (``[0]``, the file's first message,
-    written as the single byte 0), then the message. confluent-kafka's ProtobufSerializer
-    would first look the schema id up under the subject in its serialized form, which
-    registries need not answer; the framing is all it would add, and its deserializer
-    reads what this writes (tested).
+    protobuf's json_format maps the JSON to the message; the serializer (with
+    ``use.schema.id``) looks the schema up under the subject in its serialized form and
+    writes Confluent's framing: magic byte, schema id, message indexes, message.
     """
 
-    def __init__(self, cls: type[Message], schema_id: int) -> None:
+    def __init__(self, cls: type[Message], client: SchemaRegistryClient,
+                 conf: dict[str, Any]) -> None:
         self.cls = cls
-        self.prefix = b"\x00" + schema_id.to_bytes(4, "big") + b"\x00"
+        self.serializer = ProtobufSerializer(cls, client, conf)
 
-    def __call__(self, value: Any, _context: SerializationContext) -> bytes | None:
+    def __call__(self, value: Any, context: SerializationContext) -> bytes | None:
         message = json_format.ParseDict(value, self.cls())
-        return self.prefix + message.SerializeToString()
+        result: bytes | None = self.serializer(message, context)
+        return result

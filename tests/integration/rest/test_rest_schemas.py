@@ -233,3 +233,28 @@ def test_protobuf_produce_read_back_and_consume(schema_rest: httpx.Client, broke
         read += [r["value"] for r in answer.json()]
     assert read == [{"name": "book", "qty": 2}, {"name": "pen", "qty": 5}]
     assert schema_rest.delete(base).status_code == 204
+
+
+@pytest.mark.parametrize("fmt", ["avro", "protobuf"])
+def test_schema_id_registered_under_another_subject(schema_rest: httpx.Client, broker: Any,
+                                                    registry_url: str, topic_name: str,
+                                                    fmt: str) -> None:
+    """A ``value_schema_id`` may name a schema registered under any subject, not only
+    ``<topic>-value`` (confluent-kafka's serializers look the id up under a subject)."""
+    create_topic(broker.bootstrap, topic_name)
+    text, schema_type = (ORDER, "AVRO") if fmt == "avro" else (PROTO, "PROTOBUF")
+    registered = httpx.post(f"{registry_url}/subjects/elsewhere-{topic_name}/versions",
+                            json={"schema": text, "schemaType": schema_type}, timeout=30)
+    assert registered.status_code == 200, registered.text
+    schema_id = registered.json()["id"]
+    value = {"item": "book", "qty": 2} if fmt == "avro" else {"name": "book", "qty": 2}
+    answer = schema_rest.post(f"/topics/{topic_name}",
+                              headers={"Content-Type": f"application/vnd.kafka.{fmt}.v2+json"},
+                              json={"value_schema_id": schema_id, "records": [{"value": value}]})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["value_schema_id"] == schema_id
+    assert answer.json()["offsets"][0]["error_code"] is None
+    if fmt == "protobuf":
+        deserializer = ProtobufDeserializer(shop_item_class(), {"use.deprecated.format": False})
+        (decoded,) = read_values(broker.bootstrap, topic_name, 1, deserializer)
+        assert json_format.MessageToDict(decoded) == value

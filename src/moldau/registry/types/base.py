@@ -26,12 +26,19 @@ class Reference:
 
 @dataclass(frozen=True)
 class ParsedSchema:
-    """A schema that parsed: its canonical text (what ids are given for) and the format's
-    own parsed form (what compatibility checks walk)."""
+    """A schema that parsed: its canonical text (what is stored), the format's own parsed
+    form (what compatibility checks walk), and its identity (what ids are given for and
+    lookups compare): the canonical text, unless one schema has several written forms
+    (Protobuf's .proto text and base64 descriptor)."""
 
     schema_type: str
     canonical: str
     parsed: Any
+    identity: str | bytes | None = None
+
+    @property
+    def key(self) -> str | bytes:
+        return self.canonical if self.identity is None else self.identity
 
 
 class SchemaFormat(Protocol):

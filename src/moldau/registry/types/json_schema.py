@@ -17,16 +17,28 @@ false``). The rules, each with a unit test (tests/unit/registry/test_json_compat
 - additionalProperties: turning an open model closed is refused;
 - enum: the reader's values must include the writer's; numeric and length limits may only
   widen (maximum/maxLength/maxItems not lower, minimum/minLength/minItems not higher);
-- arrays: items by the same rules; anyOf/oneOf: each writer branch needs a reader branch.
+- arrays: items by the same rules; anyOf/oneOf: each writer branch needs a reader branch;
+- ``$ref``: followed on each side before comparing, to a definition in the same document
+  (``#/definitions/...``) or to a referenced schema (Confluent's schema references, found
+  under the reference's name or the ``$id`` it declares), with ``jsonschema``'s
+  ``referencing`` registry; a recursive schema is compared once per pair of places. A
+  ``$ref`` that resolves nowhere is compared as its text (the same reference is fine).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import Draft7Validator, validator_for
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT7
+
+if TYPE_CHECKING:
+    from referencing._core import Resolver
 
 from .base import InvalidSchemaError, ParsedSchema
 
@@ -57,12 +69,37 @@ class JsonSchemaFormat:
         except (SchemaError, ValueError) as exc:
             raise InvalidSchemaError(getattr(exc, "message", str(exc))) from exc
         canonical = json.dumps(schema, separators=(",", ":"), sort_keys=normalize)
-        return ParsedSchema("JSON", canonical, schema)
+        return ParsedSchema("JSON", canonical, JsonSchema(schema, _resolver(schema, referenced)))
 
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         problems: list[str] = []
-        _compare(reader.parsed, writer.parsed, "#", problems)
+        compare = _Comparison(problems)
+        compare(reader.parsed.schema, writer.parsed.schema, "#", reader.parsed.resolver,
+                writer.parsed.resolver)
         return problems
+
+
+@dataclass(frozen=True)
+class JsonSchema:
+    """A parsed JSON Schema and where its ``$ref`` keywords lead (its own definitions and the
+    schemas it references)."""
+
+    schema: Any
+    resolver: Resolver[Any]
+
+
+def _resolver(schema: Any, referenced: list[tuple[str, str]]) -> Resolver[Any]:
+    resources: list[tuple[str, Resource[Any]]] = []
+    for name, text in referenced:
+        resource = DRAFT7.create_resource(json.loads(text))
+        resources.append((name, resource))
+        declared = resource.id()
+        if declared and declared != name:
+            resources.append((declared, resource))
+    root = Resource.from_contents(schema, default_specification=DRAFT7)
+    base = root.id() or ""
+    registry: Registry[Any] = Registry().with_resources([*resources, (base, root)])
+    return registry.crawl().resolver(base_uri=base)
 
 
 def _types(schema: Any) -> set[str] | None:
@@ -84,7 +121,67 @@ def _fail(problems: list[str], kind: str, path: str, detail: str) -> None:
     problems.append(f"{{errorType:'{kind}', description:'{detail}', path:'{path}'}}")
 
 
-def _compare(reader: Any, writer: Any, path: str, problems: list[str]) -> None:
+@dataclass
+class _Comparison:
+    """One compatibility check: the problems found, and the pairs of places already being
+    compared (a recursive schema refers back to itself)."""
+
+    problems: list[str]
+    _seen: set[tuple[int, int]] = field(default_factory=set)
+
+    def __call__(self, reader: Any, writer: Any, path: str, reader_at: Resolver[Any],
+                 writer_at: Resolver[Any]) -> None:
+        if isinstance(reader, dict) and isinstance(writer, dict) and (
+                "$ref" in reader or "$ref" in writer):
+            reader, reader_at = _follow(reader, reader_at)
+            writer, writer_at = _follow(writer, writer_at)
+            # The same two schemas again: a recursive schema came back round.
+            key = (id(reader), id(writer))
+            if key in self._seen:
+                return
+            self._seen.add(key)
+            if "$ref" in reader or "$ref" in writer:  # unresolvable: compared as text
+                if reader.get("$ref") != writer.get("$ref"):
+                    _fail(self.problems, "TYPE_CHANGED", f"{path}/$ref",
+                          f"The reference changed from {writer.get('$ref')} to "
+                          f"{reader.get('$ref')}")
+                return
+        elif isinstance(reader, dict) and "$ref" in reader:
+            reader, reader_at = _follow(reader, reader_at)
+        elif isinstance(writer, dict) and "$ref" in writer:
+            writer, writer_at = _follow(writer, writer_at)
+        _compare(reader, writer, path, self.problems,
+                 lambda r, w, p: self(r, w, p, reader_at, writer_at),
+                 lambda r, w: self.fits(r, w, reader_at, writer_at))
+
+    def fits(self, reader: Any, writer: Any, reader_at: Resolver[Any],
+             writer_at: Resolver[Any]) -> bool:
+        probe = _Comparison([], set(self._seen))
+        probe(reader, writer, "#", reader_at, writer_at)
+        return not probe.problems
+
+
+def _follow(schema: Any, at: Resolver[Any]) -> tuple[Any, Resolver[Any]]:
+    """The schema a ``$ref`` leads to (through chains of them), with the resolver for the
+    document it is in; the schema itself when it has no ``$ref`` or it resolves nowhere."""
+    for _ in range(32):
+        ref = schema.get("$ref") if isinstance(schema, dict) else None
+        if not isinstance(ref, str):
+            break
+        try:
+            resolved = at.lookup(ref)
+        except Unresolvable:
+            break
+        schema, at = resolved.contents, resolved.resolver
+    return schema, at
+
+
+Recurse = Any  # (reader, writer, path) -> None, following $refs
+Fits = Any  # (reader, writer) -> bool
+
+
+def _compare(reader: Any, writer: Any, path: str, problems: list[str], recurse: Recurse,
+             fits: Fits) -> None:
     if _accepts_anything(reader) or writer is False:
         return
     if reader is False or _accepts_anything(writer):
@@ -95,7 +192,7 @@ def _compare(reader: Any, writer: Any, path: str, problems: list[str]) -> None:
         if combiner in writer or combiner in reader:
             reader_branches = reader.get(combiner, [reader])
             for index, branch in enumerate(writer.get(combiner, [writer])):
-                if not any(_fits(r, branch) for r in reader_branches):
+                if not any(fits(r, branch) for r in reader_branches):
                     _fail(problems, "COMBINED_TYPE_SUBSCHEMAS_CHANGED",
                           f"{path}/{combiner}/{index}",
                           "A branch of the old schema has no matching branch in the new one")
@@ -125,13 +222,13 @@ def _compare(reader: Any, writer: Any, path: str, problems: list[str]) -> None:
             change = "INCREASED" if larger_is_narrower else "DECREASED"
             kind = f"{keyword.upper()}_{change if old is not None else 'ADDED'}"
             _fail(problems, kind, f"{path}/{keyword}", f"{keyword} changed from {old} to {new}")
-    _compare_object(reader, writer, path, problems)
+    _compare_object(reader, writer, path, problems, recurse, fits)
     if "items" in reader and isinstance(reader["items"], dict | bool):
-        _compare(reader["items"], writer.get("items", True), f"{path}/items", problems)
+        recurse(reader["items"], writer.get("items", True), f"{path}/items")
 
 
 def _compare_object(reader: dict[str, Any], writer: dict[str, Any], path: str,
-                    problems: list[str]) -> None:
+                    problems: list[str], recurse: Recurse, fits: Fits) -> None:
     reader_props: dict[str, Any] = reader.get("properties", {})
     writer_props: dict[str, Any] = writer.get("properties", {})
     if not reader_props and not writer_props and "additionalProperties" not in reader:
@@ -142,19 +239,19 @@ def _compare_object(reader: dict[str, Any], writer: dict[str, Any], path: str,
     for name, schema in writer_props.items():
         where = f"{path}/properties/{name}"
         if name in reader_props:
-            _compare(reader_props[name], schema, where, problems)
+            recurse(reader_props[name], schema, where)
         elif not _is_open(reader):
             _fail(problems, "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL", where,
                   f"The property '{name}' was removed from a closed content model")
         elif isinstance(reader.get("additionalProperties"), dict):
-            _compare(reader["additionalProperties"], schema, where, problems)
+            recurse(reader["additionalProperties"], schema, where)
     for name, schema in reader_props.items():
         if name in writer_props:
             continue
         where = f"{path}/properties/{name}"
         if _is_open(writer) and not _accepts_anything(schema):
             extra = writer.get("additionalProperties", True)
-            if extra is True or not _fits(schema, extra):
+            if extra is True or not fits(schema, extra):
                 _fail(problems, "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL", where,
                       f"The property '{name}' was added to an open content model")
     required_before = set(writer.get("required", []))
@@ -162,12 +259,6 @@ def _compare_object(reader: dict[str, Any], writer: dict[str, Any], path: str,
         if name not in required_before:
             _fail(problems, "REQUIRED_PROPERTY_ADDED", f"{path}/required",
                   f"The property '{name}' is required now and was not before")
-
-
-def _fits(reader: Any, writer: Any) -> bool:
-    probe: list[str] = []
-    _compare(reader, writer, "#", probe)
-    return not probe
 
 
 JSON_SCHEMA = JsonSchemaFormat()

@@ -18,9 +18,12 @@ field number by field number, because the number is what the wire carries:
   skipped), except a removed proto2 ``required`` field or an added one
   (REQUIRED_FIELD_ADDED / REQUIRED_FIELD_REMOVED).
 
-The stored text is the schema as sent. Asked with ``format=serialized`` (what the Python
-client's deserializer does), a schema registered as text is returned as a base64
-``FileDescriptorProto`` built from it (proto_descriptor.py); a base64 one as sent.
+As in Confluent's registry, the two forms of one schema are one schema (same id, found by a
+lookup in either form: proto_text.identity), and the stored text is ``.proto`` text: as sent,
+or written from a base64 descriptor (proto_text.proto_text). Asked with
+``format=serialized`` (what the Python client's deserializer does), a schema is returned as
+a base64 ``FileDescriptorProto`` built from its text (proto_descriptor.py); one stored as
+base64 before (older registry versions kept that form) as stored.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from proto_schema_parser.parser import Parser
 
 from .base import InvalidSchemaError, ParsedSchema
 from .proto_descriptor import file_descriptor
+from .proto_text import identity, proto_text
 
 WIRE_GROUPS = {
     "int32": "varint", "uint32": "varint", "int64": "varint", "uint64": "varint",
@@ -95,11 +99,18 @@ class ProtobufFormat:
     def parse(
         self, text: str, referenced: list[tuple[str, str]], *, normalize: bool = False
     ) -> ParsedSchema:
-        model = _from_descriptor(text) if _looks_base64(text) else _from_text(text)
-        canonical = text.strip()
+        if _looks_base64(text):
+            descriptor = _descriptor(text)
+            model = _from_descriptor(descriptor)
+            canonical = proto_text(descriptor).strip()
+        else:
+            tree = _parse_text(text)
+            model = _from_text(tree)
+            descriptor = file_descriptor(tree)
+            canonical = text.strip()
         if normalize:
             canonical = "\n".join(line.strip() for line in canonical.splitlines() if line.strip())
-        return ParsedSchema("PROTOBUF", canonical, model)
+        return ParsedSchema("PROTOBUF", canonical, model, identity(descriptor))
 
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         return _compare(reader.parsed, writer.parsed)
@@ -119,13 +130,16 @@ def _looks_base64(text: str) -> bool:
     return bool(stripped) and " " not in stripped and "{" not in stripped and ";" not in stripped
 
 
-def _from_descriptor(text: str) -> ProtoModel:
+def _descriptor(text: str) -> descriptor_pb2.FileDescriptorProto:
     try:
-        proto = descriptor_pb2.FileDescriptorProto.FromString(
+        return descriptor_pb2.FileDescriptorProto.FromString(
             base64.b64decode(text.strip(), validate=True))
     except (binascii.Error, DecodeError, ValueError) as exc:
         raise InvalidSchemaError(f"not a .proto file nor a base64 FileDescriptorProto: {exc}")\
             from exc
+
+
+def _from_descriptor(proto: descriptor_pb2.FileDescriptorProto) -> ProtoModel:
     if not proto.message_type and not proto.enum_type:
         raise InvalidSchemaError("the descriptor declares no message or enum")
     model = ProtoModel(proto.package)
@@ -156,13 +170,16 @@ def _from_descriptor(text: str) -> ProtoModel:
     return model
 
 
-def _from_text(text: str) -> ProtoModel:
+def _parse_text(text: str) -> ast.File:
     try:
-        tree = Parser(setup_lexer=_raise_on_errors, setup_parser=_raise_on_errors).parse(text)
+        return Parser(setup_lexer=_raise_on_errors, setup_parser=_raise_on_errors).parse(text)
     except InvalidSchemaError:
         raise
     except (ValueError, TypeError, AttributeError) as exc:
         raise InvalidSchemaError(f"cannot parse the .proto file: {exc}") from exc
+
+
+def _from_text(tree: ast.File) -> ProtoModel:
     package = next((e.name for e in tree.file_elements if isinstance(e, ast.Package)), "")
     model = ProtoModel(package)
     enums = _enum_names(tree.file_elements)
