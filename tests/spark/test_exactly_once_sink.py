@@ -70,6 +70,11 @@ class Copy:
             raise AssertionError(f"driver run {self.runs} did not finish: "
                                  f"{self.log_tail()}") from None
 
+    def committed_batches(self) -> int:
+        """How many micro-batches Spark's commit log holds."""
+        commits = self.checkpoint / "commits"
+        return sum(1 for f in commits.iterdir() if f.name.isdigit()) if commits.exists() else 0
+
     def log_tail(self) -> str:
         return (self.logs / f"driver-{self.runs}.log").read_text(errors="replace")[-3000:]
 
@@ -152,9 +157,22 @@ def test_driver_killed_at_random_points_copies_exactly_once(
         broker: Any, tmp_path: Path) -> None:
     copy = Copy(broker.bootstrap, tmp_path, 600)
     rng = random.Random()
+    kills = 0
     for _ in range(4):
+        before = copy.committed_batches()
         process = copy.start(max_per_trigger=30)
-        time.sleep(rng.uniform(8.0, 25.0))  # the JVM starts in ~8 s; then batches run
+        # Once this run has committed a batch of its own, kill it within the next ~2 s:
+        # mid-batch, while committing, or between batches, wherever that lands.
+        deadline = time.monotonic() + 120
+        while (copy.committed_batches() <= before and process.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.2)
+        time.sleep(rng.uniform(0.0, 2.0))
+        if process.poll() is not None:
+            break  # the query finished before the kill
         kill_group(process)
+        kills += 1
+    assert kills >= 2, "the query finished before it could be killed twice"
     assert copy.run(max_per_trigger=30) == 0, copy.log_tail()
-    copy.assert_exactly_once()
+    uncommitted = copy.assert_exactly_once()
+    assert len(uncommitted) > len(copy.values)

@@ -32,8 +32,9 @@ class TransactionEndError(RuntimeError):
     """The coordinator refused to end a transaction (fenced, unknown, wrong state)."""
 
 
-def _address(bootstrap: str) -> tuple[str, int]:
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+def _address(server: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) of one ``bootstrap.servers`` entry."""
+    host, _, port = server.strip().rpartition(":")
     return host.strip("[]"), int(port)
 
 
