@@ -176,3 +176,14 @@ def test_driver_killed_at_random_points_copies_exactly_once(
     assert copy.run(max_per_trigger=30) == 0, copy.log_tail()
     uncommitted = copy.assert_exactly_once()
     assert len(uncommitted) > len(copy.values)
+
+
+def test_exactly_once_is_refused_for_a_batch_write(spark: Any, broker: Any) -> None:
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    topic = create_topic(broker.bootstrap, partitions=1)
+    with pytest.raises((PySparkException, Py4JJavaError), match="streaming writes only"):
+        (spark.createDataFrame([(b"x",)], "value binary").write.format("moldau")
+         .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic)
+         .option("exactlyOnce", "true").mode("append").save())
