@@ -16,16 +16,14 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from .conftest import _missing_requirement, create_topic
-from .records import produce
+from .records import consume_isolated, produce
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 150.0
@@ -104,25 +102,7 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
 
 def read_values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
     """Every value of ``topic`` (2 partitions) up to each partition's end for ``isolation``."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"eos-{uuid.uuid4().hex}",
-                         "isolation.level": isolation, "enable.partition.eof": True,
-                         "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
-        pending, values = {0, 1}, []
-        deadline = time.monotonic() + 30
-        while pending and time.monotonic() < deadline:
-            for message in consumer.consume(1000, timeout=0.5):
-                error = message.error()
-                if error is not None:
-                    assert error.code() == KafkaError._PARTITION_EOF, error.str()
-                    pending.discard(message.partition())
-                    continue
-                values.append(message.value())
-        assert not pending, f"could not read {topic} to its end"
-        return values
-    finally:
-        consumer.close()
+    return [m.value() for m in consume_isolated(bootstrap, topic, 2, isolation)]
 
 
 @pytest.mark.timeout(300)
@@ -183,7 +163,7 @@ def test_exactly_once_is_refused_for_a_batch_write(spark: Any, broker: Any) -> N
     from pyspark.errors import PySparkException
 
     topic = create_topic(broker.bootstrap, partitions=1)
-    with pytest.raises((PySparkException, Py4JJavaError), match="streaming writes only"):
+    with pytest.raises((PySparkException, Py4JJavaError), match="applies to streaming writes"):
         (spark.createDataFrame([(b"x",)], "value binary").write.format("moldau")
          .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic)
          .option("exactlyOnce", "true").mode("append").save())

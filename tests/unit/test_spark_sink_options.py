@@ -39,7 +39,17 @@ def test_exactly_once_defaults_and_overrides() -> None:
     ({"transactionalIdPrefix": "p"}, "'transactionalIdPrefix' needs option 'exactlyOnce'"),
     ({"exactlyOnce": "true", "commitsTopic": " "}, "'commitsTopic' is empty"),
     ({"exactlyOnce": "true", "kafka.transactional.id": "t"}, "'kafka.transactional.id'"),
+    ({"batchId": "3"}, "'batchId' needs option 'exactlyOnce'"),
+    ({"exactlyOnce": "true", "batchId": "3"}, "'queryId' and 'batchId' go together"),
+    ({"exactlyOnce": "true", "queryId": "q", "batchId": "-1"}, "'batchId' must be a batch id"),
 ])
 def test_mistakes_name_the_option(options: dict[str, str], message: str) -> None:
     with pytest.raises(OptionError, match=message):
         parse_sink_options({**BASE, **options})
+
+
+def test_foreach_batch_names_its_stream_and_batch() -> None:
+    eos = parse_sink_options({**BASE, "exactlyOnce": "true", "queryId": " q1 ",
+                              "batchId": "12"}).exactly_once
+    assert eos is not None
+    assert (eos.query_id, eos.batch_id) == ("q1", 12)

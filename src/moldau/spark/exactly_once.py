@@ -42,9 +42,13 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 
-from .options import SinkOptions, client_logger, consumer_config
+from .options import ExactlyOnce, SinkOptions, client_logger, consumer_config
 from .txn_completion import TransactionEndError, end_transaction
 from .writers import DeliveryError, _TaskProducer
 
@@ -113,13 +117,15 @@ class _ProducerStats:
                             f"{CLIENT_TIMEOUT_S:g} s")
 
 
-def _task_identity() -> tuple[str, int, int]:
+def _task_identity(eos: ExactlyOnce) -> tuple[str, int, int]:
     context = TaskContext.get()
+    if context is not None and eos.query_id is not None and eos.batch_id is not None:
+        return eos.query_id, eos.batch_id, context.partitionId()  # a write in foreachBatch
     query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
     batch_id = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
     if context is None or query_id is None or batch_id is None:
         raise RuntimeError("the exactly-once sink only runs in a streaming micro-batch "
-                           "query (no query or batch id in the task's properties)")
+                           "query, or in foreachBatch with the options queryId and batchId")
     return query_id, int(batch_id), context.partitionId()
 
 
@@ -128,7 +134,7 @@ def write_transaction(options: SinkOptions, batches: Iterator[pa.RecordBatch]
     """Phase one: produce every row in a transaction left open for the driver."""
     eos = options.exactly_once
     assert eos is not None
-    query_id, batch_id, partition = _task_identity()
+    query_id, batch_id, partition = _task_identity(eos)
     transactional_id = f"{eos.transactional_id_prefix}{query_id}-{partition}"
     stats = _ProducerStats()
     task = _TaskProducer(options, {"transactional.id": transactional_id,
@@ -275,4 +281,24 @@ class MoldauExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         commit_prepared(self.options, messages, batchId)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        abort_prepared(self.options, messages)
+
+
+class MoldauExactlyOnceBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("moldau").option("exactlyOnce", "true")`` inside ``foreachBatch``,
+    with ``queryId`` (a stable name of the stream) and ``batchId`` (foreachBatch's id): the
+    same two phases, the batch id coming from the options instead of the task."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PreparedTransaction:
+        return write_transaction(self.options, iterator)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        assert self.options.exactly_once is not None
+        assert self.options.exactly_once.batch_id is not None
+        commit_prepared(self.options, messages, self.options.exactly_once.batch_id)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         abort_prepared(self.options, messages)

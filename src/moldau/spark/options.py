@@ -101,6 +101,9 @@ class ExactlyOnce:
     transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
     fail_task_once: str | None = None
     die_after_commit_once: str | None = None
+    # For a batch write inside ``foreachBatch``: the stream's stable name and the batch id.
+    query_id: str | None = None
+    batch_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -320,7 +323,7 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
 def _parse_exactly_once(options: Mapping[str, str], config: Mapping[str, str]
                         ) -> ExactlyOnce | None:
     if not parse_bool(options, "exactlyOnce", False):
-        for name in ("commitsTopic", "transactionalIdPrefix"):
+        for name in ("commitsTopic", "transactionalIdPrefix", "queryId", "batchId"):
             if _get(options, name) is not None:
                 raise OptionError(f"option '{name}' needs option 'exactlyOnce' set to true")
         return None
@@ -331,11 +334,18 @@ def _parse_exactly_once(options: Mapping[str, str], config: Mapping[str, str]
     if not commits:
         raise OptionError("option 'commitsTopic' is empty")
     prefix = _get(options, "transactionalIdPrefix")
+    query_id, batch_id = _get(options, "queryId"), _get(options, "batchId")
+    if (query_id is None) != (batch_id is None):
+        raise OptionError("options 'queryId' and 'batchId' go together")
+    if batch_id is not None and not batch_id.strip().isdigit():
+        raise OptionError(f"option 'batchId' must be a batch id (0 or more), not {batch_id!r}")
     return ExactlyOnce(
         commits_topic=commits,
         transactional_id_prefix=DEFAULT_TRANSACTIONAL_ID_PREFIX if prefix is None else prefix,
         fail_task_once=_get(options, "moldau.test.failTaskOnce"),
         die_after_commit_once=_get(options, "moldau.test.dieAfterCommitOnce"),
+        query_id=query_id.strip() if query_id is not None else None,
+        batch_id=int(batch_id) if batch_id is not None else None,
     )
 
 
