@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,31 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> list[Any]:
                 result.append(message)
                 if message.offset() >= ends[message.partition()] - 1:
                     pending.discard(message.partition())
+        assert not pending, f"could not read partitions {pending} of {topic} to the end"
+        return result
+    finally:
+        consumer.close()
+
+
+def consume_isolated(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[Any]:
+    """Every record of ``topic`` up to each partition's end as ``isolation`` sees it (the last
+    stable offset for read_committed); works where commit markers end a partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-tests-reader",
+                         "isolation.level": isolation, "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        pending, result = set(range(partitions)), []
+        deadline = time.monotonic() + 30
+        while pending and time.monotonic() < deadline:
+            for message in consumer.consume(1000, timeout=0.5):
+                error = message.error()
+                if error is None:
+                    result.append(message)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(message.partition())
+                else:
+                    raise AssertionError(error.str())
         assert not pending, f"could not read partitions {pending} of {topic} to the end"
         return result
     finally:

@@ -17,7 +17,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .options import parse_bool, parse_sink_options, parse_source_options
+from .exactly_once import (
+    MoldauExactlyOnceBatchWriter,
+    MoldauExactlyOnceStreamWriter,
+    ensure_commits_topic,
+)
+from .options import OptionError, parse_bool, parse_sink_options, parse_source_options
 from .readers import MoldauBatchReader, MoldauStreamReader
 from .schema import check_sink_schema, source_schema
 from .writers import MoldauBatchWriter, MoldauStreamWriter
@@ -42,9 +47,22 @@ class MoldauDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options.topic)
+        if options.exactly_once is not None:
+            if options.exactly_once.batch_id is None:
+                raise OptionError("option 'exactlyOnce' applies to streaming writes "
+                                  "(writeStream), or to a write in foreachBatch that names "
+                                  "its stream and batch ('queryId', 'batchId')")
+            ensure_commits_topic(options)
+            return MoldauExactlyOnceBatchWriter(options)
         return MoldauBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options.topic)
+        if options.exactly_once is not None:
+            ensure_commits_topic(options)  # on the driver, before any task writes to it
+            if options.exactly_once.batch_id is not None:
+                raise OptionError("options 'queryId' and 'batchId' are for a write in "
+                                  "foreachBatch; a streaming write takes both from Spark")
+            return MoldauExactlyOnceStreamWriter(options)
         return MoldauStreamWriter(options)

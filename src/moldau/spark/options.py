@@ -84,12 +84,36 @@ class SourceOptions:
     timestamp_strategy: Literal["error", "latest"]
 
 
+DEFAULT_COMMITS_TOPIC = "__moldau_spark_commits"
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "moldau-spark-"
+
+
+@dataclass(frozen=True)
+class ExactlyOnce:
+    """The exactly-once sink's settings (``exactlyOnce=true``; see ``exactly_once.py``).
+
+    ``fail_task_once`` and ``die_after_commit_once`` are test-only fault injections
+    (``moldau.test.*`` options): a marker-file path; the fault fires once, when the file
+    does not exist yet, and creates it.
+    """
+
+    commits_topic: str = DEFAULT_COMMITS_TOPIC
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
+    fail_task_once: str | None = None
+    die_after_commit_once: str | None = None
+    # For a batch write inside ``foreachBatch``: the stream's stable name and the batch id.
+    query_id: str | None = None
+    batch_id: int | None = None
+
+
 @dataclass(frozen=True)
 class SinkOptions:
-    """What the writer needs: the client config and an optional default/overriding topic."""
+    """What the writer needs: the client config, an optional default/overriding topic and,
+    for the exactly-once sink, its settings."""
 
     client_config: Mapping[str, str]
     topic: str | None
+    exactly_once: ExactlyOnce | None = None
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -296,8 +320,40 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
     )
 
 
+def _parse_exactly_once(options: Mapping[str, str], config: Mapping[str, str]
+                        ) -> ExactlyOnce | None:
+    if not parse_bool(options, "exactlyOnce", False):
+        for name in ("commitsTopic", "transactionalIdPrefix", "queryId", "batchId"):
+            if _get(options, name) is not None:
+                raise OptionError(f"option '{name}' needs option 'exactlyOnce' set to true")
+        return None
+    if "transactional.id" in config:
+        raise OptionError("option 'kafka.transactional.id' is not supported with exactlyOnce: "
+                          "each task derives its own (see 'transactionalIdPrefix')")
+    commits = (_get(options, "commitsTopic") or DEFAULT_COMMITS_TOPIC).strip()
+    if not commits:
+        raise OptionError("option 'commitsTopic' is empty")
+    prefix = _get(options, "transactionalIdPrefix")
+    query_id, batch_id = _get(options, "queryId"), _get(options, "batchId")
+    if (query_id is None) != (batch_id is None):
+        raise OptionError("options 'queryId' and 'batchId' go together")
+    if batch_id is not None and not batch_id.strip().isdigit():
+        raise OptionError(f"option 'batchId' must be a batch id (0 or more), not {batch_id!r}")
+    return ExactlyOnce(
+        commits_topic=commits,
+        transactional_id_prefix=DEFAULT_TRANSACTIONAL_ID_PREFIX if prefix is None else prefix,
+        fail_task_once=_get(options, "moldau.test.failTaskOnce"),
+        die_after_commit_once=_get(options, "moldau.test.dieAfterCommitOnce"),
+        query_id=query_id.strip() if query_id is not None else None,
+        batch_id=int(batch_id) if batch_id is not None else None,
+    )
+
+
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
-    """The writer's options: ``kafka.*`` and ``topic`` (which overrides a topic column)."""
+    """The writer's options: ``kafka.*``, ``topic`` (which overrides a topic column) and the
+    exactly-once sink's (``exactlyOnce``, ``commitsTopic``, ``transactionalIdPrefix``)."""
     topic = _get(options, "topic")
-    return SinkOptions(client_config=client_config(options),
-                       topic=topic.strip() if topic and topic.strip() else None)
+    config = client_config(options)
+    return SinkOptions(client_config=config,
+                       topic=topic.strip() if topic and topic.strip() else None,
+                       exactly_once=_parse_exactly_once(options, config))

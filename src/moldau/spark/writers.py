@@ -67,11 +67,13 @@ class _Deliveries:
 class _TaskProducer:
     """One idempotent producer for one Spark task, failing loudly on any lost record."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, extra_config: dict[str, Any] | None = None
+                 ) -> None:
         self.deliveries = _Deliveries()
         config: dict[str, Any] = {"linger.ms": 5, "batch.size": 1_000_000,
                                   "logger": client_logger()}
         config.update(options.client_config)
+        config.update(extra_config or {})
         config["enable.idempotence"] = True  # implies acks=all and in-order retries
         config["on_delivery"] = self.deliveries
         self.producer: Producer | None = Producer(config)
@@ -114,11 +116,18 @@ class _TaskProducer:
 
     def finish(self, expected: int) -> WriteResult:
         assert self.producer is not None, "finish() called twice"
+        try:
+            return self.flush_and_check(expected)
+        finally:
+            self.producer = None  # destroys the client now, not whenever the worker exits
+
+    def flush_and_check(self, expected: int) -> WriteResult:
+        """Wait for every delivery report; raise unless all ``expected`` were acknowledged."""
+        assert self.producer is not None, "producer used after finish()"
         deadline = time.monotonic() + FLUSH_TIMEOUT_S
         remaining = self.producer.flush(FLUSH_TIMEOUT_S)
         while remaining and time.monotonic() < deadline:
             remaining = self.producer.flush(1.0)
-        self.producer = None  # destroys the client now, not whenever the worker exits
         acked, errors = self.deliveries.acked, self.deliveries.errors
         if errors:
             raise DeliveryError(f"{len(errors)} record(s) refused by the broker, first: "

@@ -14,11 +14,15 @@ root, so each sink gets the guarantee its kind allows:
   (``size(collect_set(user))``): streaming does not allow COUNT(DISTINCT). In update mode
   every micro-batch carries the current totals of the windows it touched; ``foreachBatch``
   upserts them into PostgreSQL and publishes them to ``page-view-counts`` keyed by
-  ``window_start|page`` (a consumer keeps the latest value per key).
+  ``window_start|page`` (a consumer keeps the latest value per key) through the exactly-once
+  sink (Spark refuses Update mode for Python data source sinks, hence a batch write in
+  ``foreachBatch`` naming the query and batch id), so read_committed readers see each
+  batch's totals once even when a batch is replayed.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +132,12 @@ def window_counts(events: DataFrame, window: str, watermark: str) -> DataFrame:
                     F.col("page_scope").alias("page"), "views", "unique_users"))
 
 
+def _query_id(checkpoint: Path) -> str:
+    """The query's id, which Spark keeps in its checkpoint: stable across restarts and
+    distinct between pipelines, as the exactly-once sink's transactional ids must be."""
+    return str(json.loads((checkpoint / "metadata").read_text())["id"])
+
+
 def counts_writer(config: ActivityConfig) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function: upsert into PostgreSQL, then publish to Kafka."""
 
@@ -149,6 +159,9 @@ def counts_writer(config: ActivityConfig) -> Callable[[DataFrame, int], None]:
          .write.format("moldau")
          .option("kafka.bootstrap.servers", config.bootstrap)
          .option("topic", config.counts_topic)
+         .option("exactlyOnce", "true")
+         .option("queryId", _query_id(config.checkpoint_dir / "counts"))
+         .option("batchId", str(batch_id))
          .mode("append").save())
 
     return write
