@@ -93,6 +93,8 @@ def partition0(client: Client) -> dict[str, Any]:
     return dict(md.get("partitions", {}).get("0", {"leader": -1, "isr": []}))
 
 
+# About 33 s; in `make test-long-faults` (the nemesis of `make verify` cuts leaders off too).
+@pytest.mark.long_faults
 def test_cut_off_leader_stops_acking_and_its_lone_writes_do_not_survive(
         network_lab: Callable[..., NetworkLab], tmp_path: Path, topic_name: str) -> None:
     lab = network_lab("zk", "b1", "b2", "b3", "near", "far")

@@ -53,6 +53,8 @@ def assert_confluent_5xx(answer: httpx.Response, codes: tuple[int, ...]) -> None
     assert isinstance(body["message"], str) and body["message"]
 
 
+# About 17 s of broker restarts; in `make test-long-faults`.
+@pytest.mark.long_faults
 @pytest.mark.timeout(240)
 def test_registry_and_proxy_across_a_broker_restart(make_broker: Any, tmp_path: Path) -> None:
     broker = make_broker()

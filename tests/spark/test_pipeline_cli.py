@@ -87,6 +87,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# About 35 s; in `make test-long-faults` (the Ctrl-C test of `moldau pipeline` above stays in
+# `make test`).
+@pytest.mark.long_faults
 @pytest.mark.timeout(480)  # Spark on a busy 2-core machine, twice the broker
 def test_make_pipeline_ctrl_c_stops_the_pipeline_then_its_broker(tmp_path: Path) -> None:
     """``make pipeline`` as a terminal runs it: Ctrl-C is SIGINT to the whole foreground
