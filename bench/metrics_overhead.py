@@ -32,6 +32,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from .broker_proc import BenchBroker, free_port
+from .clients import produce_with
 from .machine import load_average
 from .throughput import TIME_LIMIT_S, _create_topic
 
@@ -49,26 +50,10 @@ def produce(bootstrap: str, topic: str, count: int, settings: dict[str, Any]
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                          "queue.buffering.max.messages": 1_000_000,
                          "queue.buffering.max.kbytes": 1_048_576, **settings})
-    failed = 0
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        nonlocal failed
-        if err is not None:
-            failed += 1
-
-    payload = b"x" * 100
-    start = time.perf_counter()
-    deadline = start + TIME_LIMIT_S
-    sent = 0
-    while sent < count and time.perf_counter() < deadline:
-        try:
-            producer.produce(topic, payload, on_delivery=on_delivery)
-            sent += 1
-        except BufferError:
-            producer.poll(0.01)
-    producer.flush(TIME_LIMIT_S)
-    elapsed = time.perf_counter() - start
-    return {"records": sent, "records_per_s": round(sent / elapsed), "failed": failed}
+    start = time.monotonic()
+    acked = produce_with(producer, topic, count, 100, start + TIME_LIMIT_S)
+    elapsed = time.monotonic() - start
+    return {"records": acked, "records_per_s": round(acked / elapsed), "failed": count - acked}
 
 
 class Scraper:

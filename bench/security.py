@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 import uuid
@@ -31,6 +30,7 @@ from confluent_kafka.admin import (
 )
 
 from .broker_proc import BenchBroker, free_port
+from .clients import produce_with
 
 TIME_LIMIT_S = 120.0
 RECORD_BYTES = 1024
@@ -43,18 +43,9 @@ def _produce(conf: dict[str, Any], topic: str, count: int) -> dict[str, Any]:
     producer = Producer({**conf, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 1_000_000,
                          "queue.buffering.max.kbytes": 1_048_576})
-    payload = os.urandom(RECORD_BYTES)
-    start = time.perf_counter()
-    deadline = start + TIME_LIMIT_S
-    sent = 0
-    while sent < count and time.perf_counter() < deadline:
-        try:
-            producer.produce(topic, payload)
-            sent += 1
-        except BufferError:
-            producer.poll(0.01)
-    producer.flush(TIME_LIMIT_S)
-    return {"records": sent, "seconds": time.perf_counter() - start}
+    start = time.monotonic()
+    acked = produce_with(producer, topic, count, RECORD_BYTES, start + TIME_LIMIT_S)
+    return {"records": acked, "seconds": time.monotonic() - start}
 
 
 def _consume(conf: dict[str, Any], topic: str, count: int) -> dict[str, Any]:
