@@ -22,10 +22,11 @@ import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.helpers import BrokerProcess, ExternalBroker, netns, unique_topic_name
+from tests.helpers import BrokerProcess, ExternalBroker, chromium, netns, unique_topic_name
 from tests.helpers.zookeeper import ZooKeeperServer, missing_reason
 
 # Test brokers answer group joins at once and run retention often, so tests stay short.
@@ -111,6 +112,19 @@ def kcat() -> str:
     if path is None:
         pytest.fail("kcat is not installed: `make test` installs it (apt-get install kcat)")
     return path
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One headless Chromium (Debian's, through Selenium) for every browser test of the run."""
+    reason = chromium.missing()
+    if reason:
+        pytest.fail(reason)
+    driver = chromium.start(tmp_path_factory.mktemp("chromium-profile"))
+    try:
+        yield driver
+    finally:
+        driver.quit()
 
 
 @pytest.fixture(scope="session")

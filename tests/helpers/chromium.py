@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 
 CHROMIUM = "/usr/bin/chromium"
+#: Where browser tests save their screenshots (git-ignored).
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 FLAGS = (
@@ -48,3 +50,9 @@ def start(profile_dir: Path):  # type: ignore[no-untyped-def]
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
     driver.set_page_load_timeout(60)
     return driver
+
+
+def screenshot(driver, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Save what the browser shows as ``ARTIFACTS/<name>.png`` (a test artifact)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))

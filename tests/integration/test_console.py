@@ -30,21 +30,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.helpers import chromium, free_port, moldau_executable, run_moldau, unique_topic_name
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 BASE_TIME_MS = 1_700_000_000_000  # the records' CreateTime: 2023-11-14T22:13:20Z onwards
 RECORDS = 5
-
-
-@pytest.fixture(scope="session")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    reason = chromium.missing()
-    if reason:
-        pytest.fail(reason)
-    driver = chromium.start(tmp_path_factory.mktemp("chromium-profile"))
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @dataclass(frozen=True)
@@ -140,18 +127,13 @@ def _rows(driver: Any, table_id: str) -> list[list[str]]:
     return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")] for row in rows]
 
 
-def _shot(driver: Any, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
-
-
 def _user_topics(admin: AdminClient) -> set[str]:
     return {t for t in admin.list_topics(timeout=10).topics if not t.startswith("__")}
 
 
 def test_overview_shows_broker_and_topic_counts(browser: Any, console: str, data: Data) -> None:
     _open(browser, console + "/")
-    _shot(browser, "overview")
+    chromium.screenshot(browser, "overview")
     assert _text(browser, "broker-count") == "1"
     assert _text(browser, "topic-count") == str(len(_user_topics(data.admin)))
     assert _text(browser, "offline") == "0"
@@ -163,7 +145,7 @@ def test_topics_search_filters(browser: Any, console: str, data: Data) -> None:
     assert len(_rows(browser, "topics")) == len(_user_topics(data.admin))
     _type(browser, "search", data.topic[-8:].upper())  # the random suffix, any case
     _submit(browser, "search-button")
-    _shot(browser, "topics-search")
+    chromium.screenshot(browser, "topics-search")
     rows = _rows(browser, "topics")
     assert [row[:4] + row[5:] for row in rows] == [[data.topic, "2", "1", str(RECORDS + 1), "0"]]
     assert re.fullmatch(r"\d+ B", rows[0][4]), rows  # six small records, on disk
@@ -182,7 +164,7 @@ def test_create_alter_and_delete_a_topic_through_forms_with_confirmation(
     _type(browser, "partitions", "3")
     _type(browser, "configs", "retention.ms=123456")
     _submit(browser, "create-button")
-    _shot(browser, "topic-create-confirm")
+    chromium.screenshot(browser, "topic-create-confirm")
     assert name in _text(browser, "confirm-summary")
     assert name not in _user_topics(data.admin)  # nothing happens before the confirmation
     _submit(browser, "confirm-button")
@@ -225,7 +207,7 @@ def test_topic_detail_shows_partitions_and_a_config(
     browser: Any, console: str, data: Data
 ) -> None:
     _open(browser, console + f"/topics/{data.topic}")
-    _shot(browser, "topic-detail")
+    chromium.screenshot(browser, "topic-detail")
     partitions = _rows(browser, "partitions")
     assert [row[0] for row in partitions] == ["0", "1"]
     assert partitions[0][4:] == ["0", str(RECORDS), str(RECORDS)]
@@ -244,7 +226,7 @@ def _browse(driver: Any, console: str, topic: str, **fields: str) -> list[list[s
 
 def test_message_browser_by_offset(browser: Any, console: str, data: Data) -> None:
     rows = _browse(browser, console, data.topic, partition="0", offset="3")
-    _shot(browser, "messages-offset")
+    chromium.screenshot(browser, "messages-offset")
     assert [row[0] for row in rows] == ["3", "4"]
     _, timestamp, key, value, headers = rows[0]
     assert key == "key-3"
@@ -256,7 +238,7 @@ def test_message_browser_by_offset(browser: Any, console: str, data: Data) -> No
 def test_message_browser_by_timestamp(browser: Any, console: str, data: Data) -> None:
     moment = datetime.fromtimestamp((BASE_TIME_MS + 2000) / 1000, tz=UTC).isoformat()
     rows = _browse(browser, console, data.topic, partition="0", timestamp=moment)
-    _shot(browser, "messages-timestamp")
+    chromium.screenshot(browser, "messages-timestamp")
     assert [row[0] for row in rows] == ["2", "3", "4"]
     assert rows[0][2] == "key-2"
 
@@ -287,7 +269,7 @@ def test_message_browser_decodes_avro_through_the_registry(
         args = _console_args(data.bootstrap, console_port, "--schema-registry", registry)
         with _serving(args, console_port, tmp_path / "console.log") as console:
             rows = _browse(browser, console, topic, partition="0", offset="0")
-            _shot(browser, "messages-avro")
+            chromium.screenshot(browser, "messages-avro")
     assert rows[0][2] == "visitor-1"
     assert json.loads(rows[0][3].rsplit("\n", 1)[0]) == {"page": "/home", "ms": 42}
     assert rows[0][3].endswith(f"avro, schema id {schema_id}")
@@ -306,7 +288,7 @@ def test_group_page_shows_members_and_exact_lag(browser: Any, console: str, data
         consumer.commit(offsets=[TopicPartition(data.topic, 0, 3),
                                  TopicPartition(data.topic, 1, 0)], asynchronous=False)
         _open(browser, console + f"/groups/{data.member_group}")
-        _shot(browser, "group")
+        chromium.screenshot(browser, "group")
         assert _text(browser, "state") == "Stable"
         members = _rows(browser, "members")
         assert len(members) == 1 and members[0][1] == "console-test-member"
@@ -344,7 +326,7 @@ def test_reset_offsets_dry_run_then_execute(browser: Any, console: str, data: Da
     Select(browser.find_element(By.ID, "reset-strategy")).select_by_value("offset")
     _type(browser, "reset-target", "1")
     _submit(browser, "dry-run-button")
-    _shot(browser, "reset-plan")
+    chromium.screenshot(browser, "reset-plan")
     assert _rows(browser, "plan") == [[data.topic, "0", "4", "1"]]
     assert _committed(data.admin, group, data.topic)[0] == 4  # a dry run changes nothing
     _submit(browser, "execute-button")
@@ -357,7 +339,7 @@ def test_bad_input_shows_one_clear_message(browser: Any, console: str, data: Dat
     assert _text(browser, "error") == (
         f"offset 99 is past the end of {data.topic}:0: its next offset is {RECORDS}, "
         f"so the last record is at {RECORDS - 1}")
-    _shot(browser, "error-offset")
+    chromium.screenshot(browser, "error-offset")
     _open(browser, console + "/topics/no-such-topic-here")
     assert _text(browser, "error") == "topic 'no-such-topic-here' does not exist"
     _open(browser, console + f"/topics/{data.topic}")
@@ -365,7 +347,7 @@ def test_bad_input_shows_one_clear_message(browser: Any, console: str, data: Dat
     _type(browser, "config-value", "soon")
     _submit(browser, "config-button")
     _submit(browser, "confirm-button")
-    _shot(browser, "error-config")
+    chromium.screenshot(browser, "error-config")
     assert _text(browser, "error") == (
         f"cannot alter configs of topic '{data.topic}': Invalid value soon for configuration "
         "retention.ms: Not a number of type LONG (INVALID_CONFIG)")
@@ -405,7 +387,7 @@ def test_live_page_charts_a_topic_being_written(browser: Any, console: str, data
         for row in rows:
             if row and row[0] == data.topic:
                 seen = float(row[1])
-    _shot(browser, "live")
+    chromium.screenshot(browser, "live")
     assert seen > 0
 
 
@@ -493,7 +475,7 @@ def test_metrics_page_shows_the_brokers_samples(
         _open(browser, console + "/")
         browser.find_element(By.LINK_TEXT, "Broker metrics").click()
         WebDriverWait(browser, 30).until(EC.presence_of_element_located((By.ID, "metrics")))
-        _shot(browser, "metrics")
+        chromium.screenshot(browser, "metrics")
         rows = _rows(browser, "metrics")
         assert rows and all("moldau_" in row[0] for row in rows)
         wanted = rows[0][0]

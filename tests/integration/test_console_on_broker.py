@@ -24,21 +24,6 @@ from .test_startup_refusals import start
 
 pytestmark = pytest.mark.timeout(120)
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    reason = chromium.missing()
-    if reason:
-        pytest.fail(reason)
-    driver = chromium.start(tmp_path_factory.mktemp("chromium-profile"))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, str]]:
     """A broker with its console on; yields it and the console's URL."""
@@ -100,8 +85,7 @@ def test_console_pages_and_a_form_through_the_metrics_port(
             WebDriverWait(browser, 30).until(EC.staleness_of(old))
             WebDriverWait(browser, 30).until(
                 EC.presence_of_element_located((By.TAG_NAME, "main")))
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        browser.save_screenshot(str(ARTIFACTS / "served-by-broker.png"))
+        chromium.screenshot(browser, "served-by-broker")
         assert browser.find_element(By.ID, "notice").text == f"Created topic {name}."
         assert browser.current_url.startswith(f"{url}/topics/")
     finally:
