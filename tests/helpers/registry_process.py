@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import httpx
 
 from moldau.cluster.processes import die_with_parent, terminate
 
 from .broker_process import free_port
+from .http_wait import wait_until_serving
 
 
 class RegistryStartError(RuntimeError):
@@ -56,20 +54,15 @@ class RegistryProcess:
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 preexec_fn=die_with_parent,
             )
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RegistryStartError(f"registry exited with {self._proc.returncode}:\n"
-                                         f"{self.log_text()}")
-            try:
-                if httpx.get(f"{self.url}/", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RegistryStartError(f"registry not serving within {self.startup_timeout} s:\n"
-                                 f"{self.log_text()}")
+        try:
+            code = wait_until_serving(self._proc, f"{self.url}/", self.startup_timeout)
+        except TimeoutError:
+            self.stop()
+            raise RegistryStartError(f"registry not serving within {self.startup_timeout} s:\n"
+                                     f"{self.log_text()}") from None
+        if code is not None:
+            raise RegistryStartError(f"registry exited with {code}:\n{self.log_text()}")
+        return self
 
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

@@ -9,15 +9,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import httpx
 
 from moldau.cluster.processes import HOST, terminate
 from moldau.cluster.processes import die_with_parent as _die_with_parent
 
 from .broker_process import free_port
+from .http_wait import wait_until_serving
 
 
 class RestProxyProcess:
@@ -40,18 +38,15 @@ class RestProxyProcess:
             self._proc = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"REST proxy exited during start-up:\n{self.log_text()}")
-            try:
-                if httpx.get(f"{self.url}/v3/clusters", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"REST proxy did not answer within {timeout:g} s:\n{self.log_text()}")
+        try:
+            code = wait_until_serving(self._proc, f"{self.url}/v3/clusters", timeout, 2.0)
+        except TimeoutError:
+            self.stop()
+            raise RuntimeError(f"REST proxy did not answer within {timeout:g} s:\n"
+                               f"{self.log_text()}") from None
+        if code is not None:
+            raise RuntimeError(f"REST proxy exited during start-up:\n{self.log_text()}")
+        return self
 
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
