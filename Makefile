@@ -5,6 +5,8 @@ PYTHON ?= python3
 PORT ?= 9092
 METRICS_PORT ?= 9644
 DATA ?= ./data
+# `make test` runs pytest on this many pytest-xdist workers (0 runs them in one process, as plain `pytest` does).
+TEST_WORKERS ?= 2
 VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.stamp-run
@@ -47,7 +49,7 @@ run: $(RUN_STAMP) $(if $(strip $(SERVICES)),$(SERVICES_STAMP))
 
 test: $(TEST_STAMP) apt-deps
 	@# pytest exits 5 when it collects no test: an empty suite is not a failure here.
-	$(BIN)/pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+	$(BIN)/pytest -n $(TEST_WORKERS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 # Long fault loops (repeated kill -9 of brokers and clients mid-transaction, ...): too slow for
 # `make test`, each bounded in count and time.

@@ -26,7 +26,14 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import BrokerProcess, ExternalBroker, chromium, netns, unique_topic_name
+from tests.helpers import (
+    BrokerProcess,
+    ExternalBroker,
+    chromium,
+    netns,
+    parallel_units,
+    unique_topic_name,
+)
 from tests.helpers.zookeeper import ZooKeeperServer, missing_reason
 
 # Test brokers answer group joins at once and run retention often, so tests stay short.
@@ -47,14 +54,28 @@ _FOLDER_MARKS = ("integration", "faults", "spark", "cluster")
 _TESTS_DIR = Path(__file__).resolve().parent
 
 
+def _folder(item: pytest.Item) -> str:
+    try:
+        return item.path.resolve().relative_to(_TESTS_DIR).parts[0]
+    except ValueError:
+        return ""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        try:
-            folder = item.path.resolve().relative_to(_TESTS_DIR).parts[0]
-        except ValueError:
-            continue
+        folder = _folder(item)
         if folder in _FOLDER_MARKS:
             item.add_marker(getattr(pytest.mark, folder))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # Under `make test`'s two workers, the longest units start first so that neither worker
+        # is left alone with a long file at the end (a stable sort: files keep their order).
+        items.sort(key=lambda item: parallel_units.start_rank(_folder(item)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Hand out whole files (all Spark tests as one unit) to the workers; see parallel_units."""
+    return parallel_units.scheduler(config, log)
 
 
 @pytest.fixture(scope="session")
