@@ -50,7 +50,7 @@ from ..protocol.frames import (
     skip_tagged_fields,
 )
 from ..replica import Partition, ReplicaManager
-from . import offload, partition_files
+from . import authz, offload, partition_files
 from .buffer_pool import BufferPool
 from .client_metrics import ClientMetrics
 from .error_responses import error_response
@@ -236,6 +236,8 @@ class Broker:
         self._open_logs()
         self.replicas.host_loaded()
         self.groups = GroupService(self, now_ms())
+        #: The ACL authorizer when ``authorizer.class.name`` is set, else None (see authz).
+        self.authorizer = authz.build(self)
         #: KIP-714 client-metrics subscriptions and the latest metrics each client pushed.
         self.client_metrics = ClientMetrics()
         self.groups.load(now_ms())
@@ -824,6 +826,11 @@ class Broker:
         if api.key == PRODUCE and getattr(request, "acks", None) == 0:
             raise FrameError(f"{where} failed ({what}); acks=0 has no response") from exc
         code = exc.code if isinstance(exc, ApiError) else ErrorCode.unknown_server_error
+        if isinstance(exc, authz.AuthorizationError):
+            # A refusal, not a failure: the client is told, the log stays quiet.
+            log.debug("%s denied: %s", where, code.name.upper())
+            return codec.encode_body(api.key, version,
+                                     error_response(api.key, version, request, code))
         try:
             body = codec.encode_body(api.key, version,
                                      error_response(api.key, version, request, code))
@@ -837,6 +844,7 @@ class Broker:
 
     def start_background(self) -> None:
         loop = asyncio.get_running_loop()
+        authz.attach(self, loop)
         # Moves between log dirs that a restart interrupted go on (their future logs).
         self.replicas.mover.resume_all()
         self._tasks.append(loop.create_task(self._every(

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..security.acls import AclBinding
 from .metadata import TopicMetadata
 
 METADATA_FILE = "moldau-metadata.json"
@@ -56,6 +57,8 @@ class LocalMetadataStore:
         self._broker_configs: dict[str, str] = {}
         #: Salted SCRAM credentials by user and mechanism (never passwords).
         self._users: dict[str, dict[str, str]] = {}
+        #: The authorizer's ACLs (Kafka's ZooKeeper JSON fields, one object per binding).
+        self._acls: list[AclBinding] = []
         self._producer_id_limit = 0
         self._next_producer_id = 0
         self.cluster_id = cluster_id or new_cluster_id()
@@ -85,6 +88,7 @@ class LocalMetadataStore:
             self._by_id[topic.topic_id] = topic
         self._broker_configs = dict(doc.get("broker_configs", {}))
         self._users = {str(u): dict(c) for u, c in doc.get("users", {}).items()}
+        self._acls = [AclBinding.from_json(raw) for raw in doc.get("acls", [])]
         # Everything below the persisted limit may have been handed out before the restart.
         self._producer_id_limit = int(doc.get("producer_id_limit", 0))
         self._next_producer_id = self._producer_id_limit
@@ -95,6 +99,7 @@ class LocalMetadataStore:
         broker_configs: dict[str, str] | None = None,
         producer_id_limit: int | None = None,
         users: dict[str, dict[str, str]] | None = None,
+        acls: list[AclBinding] | None = None,
     ) -> None:
         """Persist the document with the given parts replaced, before memory changes.
 
@@ -118,6 +123,7 @@ class LocalMetadataStore:
             "producer_id_limit": (self._producer_id_limit if producer_id_limit is None
                                   else producer_id_limit),
             "users": self._users if users is None else users,
+            "acls": [acl.to_json() for acl in (self._acls if acls is None else acls)],
         }
         tmp = self._path.with_suffix(".tmp")
         try:
@@ -192,6 +198,18 @@ class LocalMetadataStore:
 
     def users(self) -> list[str]:
         return sorted(self._users)
+
+    def acls(self) -> list[AclBinding]:
+        return list(self._acls)
+
+    def change_acls(self, added: list[AclBinding], removed: list[AclBinding]) -> None:
+        """Add and remove ACLs in one write (Kafka keeps each binding once)."""
+        gone = set(removed)
+        acls = [acl for acl in self._acls if acl not in gone]
+        present = set(acls)
+        acls += [acl for acl in dict.fromkeys(added) if acl not in present]
+        self._save(acls=acls)
+        self._acls = acls
 
     def next_producer_id(self) -> int:
         if self._next_producer_id >= self._producer_id_limit:

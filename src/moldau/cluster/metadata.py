@@ -11,6 +11,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..security.acls import AclBinding
+
 
 @dataclass(slots=True)
 class TopicMetadata:
@@ -53,4 +55,12 @@ class MetadataStore(Protocol):
 
     def users(self) -> list[str]:
         """Every user with SCRAM credentials."""
+        ...
+
+    def acls(self) -> list[AclBinding]:
+        """Every ACL of the authorizer."""
+        ...
+
+    def change_acls(self, added: list[AclBinding], removed: list[AclBinding]) -> None:
+        """Persist ACL creations and deletions (the authorizer applies them once stored)."""
         ...

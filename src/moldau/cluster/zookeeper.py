@@ -26,6 +26,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 from kio.schema.errors import ErrorCode
 
+from ..security.acls import AclBinding
 from . import znodes
 from .assignment import (
     AssignmentError,
@@ -35,6 +36,7 @@ from .assignment import (
 )
 from .local import new_cluster_id
 from .metadata import MetadataStore, TopicMetadata
+from .zk_acls import ZkAclStore
 from .zk_brokers import BrokerCache
 from .zk_session import ZkSession
 from .zk_topics import TopicCache
@@ -76,6 +78,8 @@ class ZkMetadataStore:
         self.broker_epoch = -1
         self._cache = TopicCache(self.client, on_change=on_topic_change)
         self._brokers = BrokerCache(self.client, on_change=on_brokers_change)
+        #: The authorizer's ACLs (/kafka-acl, /kafka-acl-extended and their notifications).
+        self.acl_store = ZkAclStore(self.client)
         self._pid_lock = threading.Lock()
         self._pid_block: znodes.ProducerIdBlock | None = None
         self._next_pid = 0
@@ -88,6 +92,7 @@ class ZkMetadataStore:
         self.session.on_new_session(self._reregister)
         for path in znodes.PERSISTENT_PATHS:
             self.client.ensure_path(path)
+        self.acl_store.ensure_paths()
         try:
             self.client.create(znodes.CLUSTER_ID, znodes.encode_cluster_id(
                 self._proposed_cluster_id), makepath=True)
@@ -342,6 +347,14 @@ class ZkMetadataStore:
         except NoNodeError:
             return []
         return sorted(u for u in children if self.user_configs(u))
+
+    # --- ACLs (see zk_acls) -----------------------------------------------------------------
+
+    def acls(self) -> list[AclBinding]:
+        return self.acl_store.load_all()
+
+    def change_acls(self, added: list[AclBinding], removed: list[AclBinding]) -> None:
+        self.acl_store.change(added, removed)
 
     # --- producer ids -----------------------------------------------------------------------
 

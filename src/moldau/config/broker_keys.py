@@ -33,6 +33,7 @@ from .definitions import (
     index_keys,
 )
 from .listeners import MetricsListenerFormat
+from .authorizer_keys import AUTHORIZER_KEYS
 from .security_keys import SECURITY_KEYS
 from .topic_keys import (
     CLEANUP_POLICIES,
@@ -383,7 +384,8 @@ def _with_dynamic(key: ConfigKey) -> ConfigKey:
                      key.used, True, key.sensitive)
 
 
-BROKER_KEYS: dict[str, ConfigKey] = index_keys(_with_dynamic(k) for k in _KEYS + SECURITY_KEYS)
+BROKER_KEYS: dict[str, ConfigKey] = index_keys(_with_dynamic(k) for k in _KEYS + SECURITY_KEYS
+                                                    + AUTHORIZER_KEYS)
 
 #: Kafka broker keys for features moldau does not have; accepted with any value.
 KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
@@ -391,7 +393,6 @@ KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
     "advertised.port",
     "alter.config.policy.class.name",
     "alter.log.dirs.replication.quota.window.num",
-    "authorizer.class.name",
     "auto.include.jmx.reporter",
     "broker.heartbeat.interval.ms",
     "broker.id.generation.enable",

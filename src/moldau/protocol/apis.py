@@ -49,6 +49,9 @@ ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 ALTER_REPLICA_LOG_DIRS = 34
@@ -110,6 +113,10 @@ SUPPORTED: dict[int, ApiRange] = {
         ApiRange(WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 2),
         # v3+ (KIP-447) carries the consumer's generation; v5 = v4 (KIP-890).
         ApiRange(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5),
+        # v0 is gone from Kafka 4 (KIP-896); served with an authorizer (SECURITY_DISABLED else).
+        ApiRange(DESCRIBE_ACLS, "DescribeAcls", 1, 3),
+        ApiRange(CREATE_ACLS, "CreateAcls", 1, 3),
+        ApiRange(DELETE_ACLS, "DeleteAcls", 1, 3),
         ApiRange(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
         ApiRange(ALTER_CONFIGS, "AlterConfigs", 0, 2),
         # v0 was removed in Kafka 4.0 (KIP-896), as for DescribeLogDirs.

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 def register_all(broker: Broker) -> None:
     from . import (
+        acls,
         admin_topics,
         api_versions,
         cluster_info,
@@ -54,6 +55,9 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.CREATE_TOPICS, admin_topics.handle_create_topics)
     broker.register(apis.DELETE_TOPICS, admin_topics.handle_delete_topics)
     broker.register(apis.CREATE_PARTITIONS, admin_topics.handle_create_partitions)
+    broker.register(apis.DESCRIBE_ACLS, acls.handle_describe)
+    broker.register(apis.CREATE_ACLS, acls.handle_create)
+    broker.register(apis.DELETE_ACLS, acls.handle_delete)
     broker.register(apis.DESCRIBE_CONFIGS, configs.handle_describe_configs)
     broker.register(apis.ALTER_CONFIGS, configs.handle_alter_configs)
     broker.register(apis.INCREMENTAL_ALTER_CONFIGS, configs.handle_incremental_alter_configs)
