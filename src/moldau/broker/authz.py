@@ -111,3 +111,16 @@ def operations(ctx: RequestContext, resource_type: ResourceType, name: str,
         return every
     principal, host = _who(ctx)
     return authorizer.authorized_operations(principal, host, resource_type, name)
+
+
+def may_create_topic(ctx: RequestContext, name: str) -> bool:
+    """CREATE on the cluster or on the topic (Kafka accepts either)."""
+    return allowed(ctx, Op.CREATE, CLUSTER) or allowed(ctx, Op.CREATE, TOPIC, name)
+
+
+def may_write(ctx: RequestContext, name: str) -> bool:
+    """WRITE on the topic; a topic that does not exist yet (moldau creates it on first use
+    with ``auto.create.topics.enable``) also needs CREATE."""
+    if not allowed(ctx, Op.WRITE, TOPIC, name):
+        return False
+    return ctx.broker.metadata.topic(name) is not None or may_create_topic(ctx, name)

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from ...cluster.assignment import AssignmentError, check_explicit_assignment
 from ...protocol.codec import build
+from .. import authz
 from ..broker import Broker, RequestContext
 from ..errors import ApiError
 from ..topic_names import validate_topic_name
@@ -117,6 +118,8 @@ async def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> A
     m = ctx.resp
     broker = ctx.broker
     name = topic.name
+    if not authz.may_create_topic(ctx, name):
+        raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
     validate_topic_name(name)
     if broker.metadata.topic(name) is not None:
         raise ApiError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
@@ -223,6 +226,9 @@ async def _delete_one(ctx: RequestContext, name: str | None, topic_id: uuid.UUID
                                   f"Topic id {topic_id} does not exist.")
         name = found.name
     assert name is not None
+    if not authz.allowed(ctx, authz.Op.DELETE, authz.TOPIC, name):
+        return _delete_result(m, name, topic_id, ErrorCode.topic_authorization_failed,
+                              "Authorization failed.")
     existing = broker.metadata.topic(name)
     if existing is None:
         return _delete_result(m, name, None, ErrorCode.unknown_topic_or_partition,
@@ -274,6 +280,8 @@ async def handle_delete_topics(request: Any, ctx: RequestContext) -> Any:
 
 async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     broker = ctx.broker
+    if not authz.allowed(ctx, authz.Op.ALTER, authz.TOPIC, topic.name):
+        raise ApiError(ErrorCode.topic_authorization_failed, "Authorization failed.")
     existing = broker.metadata.topic(topic.name)
     if existing is None:
         raise ApiError(ErrorCode.unknown_topic_or_partition,

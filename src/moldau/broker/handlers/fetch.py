@@ -33,7 +33,7 @@ from ...metrics.counters import BrokerCounters
 from ...protocol import codec
 from ...protocol.codec import build
 from ...replica import ReplicaError
-from .. import offload
+from .. import authz, offload
 from ..broker import Broker, RequestContext, now_ms
 from ..response import FileRange, Response
 from .api_versions import NO_THROTTLE
@@ -88,7 +88,19 @@ def replica_id(request: Any) -> int:
     return -1 if found is None else int(found)
 
 
-async def _read_all(broker: Broker, request: Any, follower: int = -1
+def _denied(ctx: RequestContext, request: Any, follower: int) -> frozenset[str]:
+    """The requested topics the client may not fetch: a follower needs CLUSTER_ACTION on
+    the cluster, a consumer READ on each topic (checked once per topic per request)."""
+    if follower >= 0 and not authz.allowed(ctx, authz.Op.CLUSTER_ACTION, authz.CLUSTER):
+        everything = (_resolve_topic(ctx.broker, t)[0] for t in request.topics)
+        return frozenset(name for name in everything if name is not None)
+    names = {_resolve_topic(ctx.broker, t)[0] for t in request.topics}
+    return frozenset(name for name in names if name is not None
+                     and not authz.allowed(ctx, authz.Op.READ, authz.TOPIC, name))
+
+
+async def _read_all(broker: Broker, request: Any, follower: int = -1,
+                    denied: frozenset[str] = frozenset()
                     ) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
     """Read every requested partition within the request's byte limits (KIP-74 rules).
 
@@ -105,6 +117,8 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1
     committed = follower < 0 and getattr(request, "isolation_level", 0) == 1
     for fetch_topic in request.topics:
         name, topic_code = _resolve_topic(broker, fetch_topic)
+        if denied and name in denied:
+            topic_code = ErrorCode.topic_authorization_failed
         parts: list[_PartitionRead] = []
         for p in fetch_topic.partitions:
             await pacer.tick()
@@ -259,7 +273,8 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                      error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
                      responses=(), node_endpoints=())
     follower = replica_id(request) if broker.cluster is not None else -1
-    reads, total = await _read_all(broker, request, follower)
+    denied = _denied(ctx, request, follower) if broker.authorizer is not None else frozenset()
+    reads, total = await _read_all(broker, request, follower, denied)
     max_wait_s = request.max_wait.total_seconds()
     min_bytes = max(request.min_bytes, 1)
     if total < min_bytes and max_wait_s > 0 and not _has_error(reads):
@@ -284,7 +299,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                                                 getattr(request, "isolation_level", 0) == 1)
         if ctx.timing is not None:
             ctx.timing.remote_ns += time.perf_counter_ns() - started
-        reads, total = await _read_all(broker, request, follower)
+        reads, total = await _read_all(broker, request, follower, denied)
     if broker.metrics is not None:
         _count(broker.metrics, reads, follower)
     return await _encode(ctx, reads)

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from ...log.errors import StorageError
 from ...protocol.codec import build
 from ...replica import ReplicaError
+from .. import authz
 from ..broker import RequestContext
 from .api_versions import NO_THROTTLE
 from .pacing import Pacer
@@ -28,6 +29,12 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     committed = getattr(request, "isolation_level", 0) == 1
     for topic in request.topics:
         partitions = []
+        if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, topic.name):
+            topics.append(build(m.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(
+                build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
+                      error_code=ErrorCode.topic_authorization_failed, timestamp=-1,
+                      offset=-1, leader_epoch=-1) for p in topic.partitions)))
+            continue
         for p in topic.partitions:
             await pacer.tick()
             partition = broker.partition(topic.name, p.partition_index)

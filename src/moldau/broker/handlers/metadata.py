@@ -7,6 +7,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.codec import build
+from ...security.acls import CLUSTER_NAME
+from .. import authz
 from ..broker import RequestContext
 from ..errors import ApiError
 from ..topic_names import INTERNAL_TOPICS, validate_topic_name
@@ -140,6 +142,15 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     # v8+; Kafka answers for every named topic, known or not (not for unknown topic ids).
     ops = authorized_operations(getattr(request, "include_topic_authorized_operations", False),
                                 TOPIC_OPERATIONS)
+    # With an authorizer: topics without DESCRIBE are left out of "all topics" and refused
+    # by name; creating one needs CREATE; the operations bits are the client's own.
+    guarded = broker.authorizer is not None
+
+    def ops_of(name: str) -> int:
+        if not guarded or ops == NOT_REQUESTED:
+            return ops
+        return authz.operations(ctx, authz.TOPIC, name, TOPIC_OPERATIONS)
+
     entries = []
     pacer = Pacer()
     if ctx.version < 12 and names is not None and None in names:
@@ -150,13 +161,18 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     elif names is None:
         for known in sorted(broker.metadata.topics()):
             await pacer.tick()
+            if guarded and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, known):
+                continue
             if broker.metadata.topic(known) is not None:  # not deleted while we yielded
-                entries.append(topic_entry(ctx, known, ops))
+                entries.append(topic_entry(ctx, known, ops_of(known)))
     else:
         for name in names:
             await pacer.tick()
             if name is None:
                 entries.append(_error_entry(ctx, None, ErrorCode.unknown_topic_id))
+                continue
+            if guarded and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, name):
+                entries.append(_error_entry(ctx, name, ErrorCode.topic_authorization_failed))
                 continue
             try:
                 exists = broker.metadata.topic(name) is not None
@@ -165,15 +181,17 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                     # may auto-create it, rather than UNKNOWN_TOPIC_OR_PARTITION.
                     validate_topic_name(name)
                 if not exists and allow_create:
+                    if guarded and not authz.may_create_topic(ctx, name):
+                        raise ApiError(ErrorCode.topic_authorization_failed)
                     exists = broker.ensure_topic(name) is not None
             except ApiError as exc:
                 entries.append(_error_entry(ctx, name, exc.code, ops))
                 continue
             if exists:
-                entries.append(topic_entry(ctx, name, ops))
+                entries.append(topic_entry(ctx, name, ops_of(name)))
             else:
                 entries.append(
-                    _error_entry(ctx, name, ErrorCode.unknown_topic_or_partition, ops))
+                    _error_entry(ctx, name, ErrorCode.unknown_topic_or_partition, ops_of(name)))
     return build(
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
@@ -184,7 +202,8 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         topics=tuple(entries),
         # v8-v10 only (later versions moved it to DescribeCluster).
         cluster_authorized_operations=authorized_operations(
-            getattr(request, "include_cluster_authorized_operations", False), CLUSTER_OPERATIONS),
+            getattr(request, "include_cluster_authorized_operations", False),
+            authz.operations(ctx, authz.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)),
         # v13+ (KIP-1102): REBOOTSTRAP_REQUIRED is a KRaft controller's answer, never ours.
         error_code=ErrorCode.none,
     )

@@ -37,6 +37,7 @@ from ...log.partition_log import AppendOrigin, AppendResult
 from ...protocol.codec import build
 from ...protocol.frames import FrameError
 from ...replica import Partition, ReplicaError
+from .. import authz
 from ..broker import Broker, RequestContext, now_ms
 from ..errors import ApiError
 from ..response import Deferred
@@ -274,10 +275,13 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     refused: dict[tuple[str, int], Refusal] = {}
     verified: dict[tuple[str, int], Candidate] = {}
     if request.transactional_id is not None:
+        authz.require(ctx, authz.Op.WRITE, authz.TXN_ID, request.transactional_id)
         refused, verified = await _verify_transactional(ctx, request)
     for topic_data in request.topic_data:
         name, code, message = _topic_name(broker, topic_data)
-        if code is None and acks not in (0, 1, -1):
+        if code is None and broker.authorizer is not None and not authz.may_write(ctx, name):
+            code, message = ErrorCode.topic_authorization_failed, None
+        elif code is None and acks not in (0, 1, -1):
             code, message = ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1"
         elif code is None and name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
             # Only the coordinators write there; a stray record would corrupt group state.
