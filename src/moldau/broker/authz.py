@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from ..protocol import apis
 from ..security.acls import CLUSTER_NAME, AclBinding, AclOperation, PatternType, ResourceType
 from ..security.authorizer import Authorizer, parse_super_users
 from .errors import ApiError
@@ -24,6 +26,11 @@ if TYPE_CHECKING:
     from .broker import Broker, RequestContext
 
 log = logging.getLogger(__name__)
+
+Handler = Callable[[Any, "RequestContext"], Awaitable[Any]]
+#: One whole-request check: the operation, the resource type and how to find the resource's
+#: name in the request (None: the cluster).
+Check = tuple[AclOperation, ResourceType, Callable[[Any], str] | None]
 
 Op = AclOperation
 TOPIC, GROUP, CLUSTER, TXN_ID = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
@@ -124,3 +131,62 @@ def may_write(ctx: RequestContext, name: str) -> bool:
     if not allowed(ctx, Op.WRITE, TOPIC, name):
         return False
     return ctx.broker.metadata.topic(name) is not None or may_create_topic(ctx, name)
+
+
+def gated(handler: Handler, *checks: Check) -> Handler:
+    """``handler`` behind whole-request checks, as Kafka's KafkaApis does for the APIs that
+    name one resource (the cluster, a group, a transactional id): a refused request gets
+    Kafka's generic error response with the code of the first check that failed."""
+
+    async def checked(request: Any, ctx: RequestContext) -> Any:
+        if ctx.broker.authorizer is not None:
+            for operation, resource_type, name_of in checks:
+                require(ctx, operation, resource_type,
+                        CLUSTER_NAME if name_of is None else name_of(request))
+        return await handler(request, ctx)
+
+    checked.__doc__ = handler.__doc__
+    return checked
+
+
+def _group_id(request: Any) -> str:
+    return str(request.group_id)
+
+
+def _transactional_id(request: Any) -> str:
+    return str(request.transactional_id)
+
+
+#: The APIs Kafka refuses as a whole: the operation, on the cluster or on the one group or
+#: transactional id the request names. Other APIs check per topic, group or id in their
+#: handlers.
+WHOLE_REQUEST: dict[int, tuple[Check, ...]] = {
+    apis.CONTROLLED_SHUTDOWN: ((Op.CLUSTER_ACTION, CLUSTER, None),),
+    apis.WRITE_TXN_MARKERS: ((Op.CLUSTER_ACTION, CLUSTER, None),),
+    apis.ALTER_PARTITION_REASSIGNMENTS: ((Op.ALTER, CLUSTER, None),),
+    apis.LIST_PARTITION_REASSIGNMENTS: ((Op.DESCRIBE, CLUSTER, None),),
+    apis.DESCRIBE_LOG_DIRS: ((Op.DESCRIBE, CLUSTER, None),),
+    apis.ALTER_REPLICA_LOG_DIRS: ((Op.ALTER, CLUSTER, None),),
+    apis.DESCRIBE_CLUSTER: ((Op.DESCRIBE, CLUSTER, None),),
+    apis.ELECT_LEADERS: ((Op.ALTER, CLUSTER, None),),
+    apis.DESCRIBE_USER_SCRAM_CREDENTIALS: ((Op.DESCRIBE, CLUSTER, None),),
+    apis.ALTER_USER_SCRAM_CREDENTIALS: ((Op.ALTER, CLUSTER, None),),
+    apis.LIST_CONFIG_RESOURCES: ((Op.DESCRIBE_CONFIGS, CLUSTER, None),),
+    apis.JOIN_GROUP: ((Op.READ, GROUP, _group_id),),
+    apis.SYNC_GROUP: ((Op.READ, GROUP, _group_id),),
+    apis.HEARTBEAT: ((Op.READ, GROUP, _group_id),),
+    apis.LEAVE_GROUP: ((Op.READ, GROUP, _group_id),),
+    apis.CONSUMER_GROUP_HEARTBEAT: ((Op.READ, GROUP, _group_id),),
+    apis.OFFSET_DELETE: ((Op.DELETE, GROUP, _group_id),),
+    apis.ADD_OFFSETS_TO_TXN: ((Op.WRITE, TXN_ID, _transactional_id),
+                              (Op.READ, GROUP, _group_id)),
+    apis.END_TXN: ((Op.WRITE, TXN_ID, _transactional_id),),
+    apis.TXN_OFFSET_COMMIT: ((Op.WRITE, TXN_ID, _transactional_id),
+                             (Op.READ, GROUP, _group_id)),
+}
+
+
+def with_request_check(api_key: int, handler: Handler) -> Handler:
+    """``handler``, behind its whole-request check if :data:`WHOLE_REQUEST` has one."""
+    check = WHOLE_REQUEST.get(api_key)
+    return handler if check is None else gated(handler, *check)

@@ -700,7 +700,7 @@ class Broker:
     # -- requests ----------------------------------------------------------------------------
 
     def register(self, api_key: int, handler: Handler) -> None:
-        self._handlers[api_key] = handler
+        self._handlers[api_key] = authz.with_request_check(api_key, handler)
 
     async def handle_frame(self, frame: bytes | memoryview, client_host: str = "", *,
                            may_defer: bool = False, timing: RequestTiming | None = None,

@@ -37,6 +37,7 @@ from ...config import (
     to_log_config,
 )
 from ...protocol.codec import build
+from .. import authz
 from ..broker import Broker, RequestContext, encode_dynamic_configs
 from ..client_metrics import CLIENT_METRICS, ClientMetricsError
 from ..errors import ApiError
@@ -146,11 +147,22 @@ def _config_result(m: Any, entry: ConfigEntry, synonyms: bool, documentation: bo
     )
 
 
+def _authorize(ctx: RequestContext, resource: Any, operation: authz.Op) -> None:
+    """A topic's configs need the operation on the topic; brokers', loggers' and client
+    metrics' on the cluster (Kafka's ConfigAdminManager rules)."""
+    if resource.resource_type == TOPIC:
+        if not authz.allowed(ctx, operation, authz.TOPIC, resource.resource_name):
+            raise ApiError(ErrorCode.topic_authorization_failed, None)
+    elif not authz.allowed(ctx, operation, authz.CLUSTER):
+        raise ApiError(ErrorCode.cluster_authorization_failed, None)
+
+
 def _describe_one(ctx: RequestContext, resource: Any, synonyms: bool,
                   documentation: bool) -> Any:
     m = ctx.resp
     code, message = ErrorCode.none, None
     try:
+        _authorize(ctx, resource, authz.Op.DESCRIBE_CONFIGS)
         entries = _entries_of(ctx.broker, resource.resource_type, resource.resource_name)
     except ApiError as exc:
         entries, code, message = [], exc.code, exc.message
@@ -298,6 +310,7 @@ def _alter_all(ctx: RequestContext, resources: Sequence[Any],
             error = ApiError(ErrorCode.invalid_request, "Duplicate resource.")
         else:
             try:
+                _authorize(ctx, resource, authz.Op.ALTER_CONFIGS)
                 alter_one(resource)
             except ApiError as exc:
                 error = exc
