@@ -190,3 +190,15 @@ def with_request_check(api_key: int, handler: Handler) -> Handler:
     """``handler``, behind its whole-request check if :data:`WHOLE_REQUEST` has one."""
     check = WHOLE_REQUEST.get(api_key)
     return handler if check is None else gated(handler, *check)
+
+
+def may_produce_idempotently(ctx: RequestContext) -> bool:
+    """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE
+    on some topic (KIP-679)."""
+    authorizer = ctx.broker.authorizer
+    if authorizer is None or ctx.session is None:
+        return True
+    if allowed(ctx, Op.IDEMPOTENT_WRITE, CLUSTER):
+        return True
+    principal, host = _who(ctx)
+    return authorizer.authorize_any(principal, host, Op.WRITE, TOPIC)

@@ -120,6 +120,30 @@ class Authorizer:
                                                      resource_type, name)
         return cached
 
+    def authorize_any(self, principal: str, host: str, operation: AclOperation,
+                      resource_type: ResourceType) -> bool:
+        """Whether some resource of the type allows the operation (Kafka's
+        authorizeByResourceType, which lets a producer with WRITE on any topic be
+        idempotent, KIP-679): an ALLOW ACL of the principal on a resource that no DENY ACL
+        of the principal covers whole (a literal wildcard or the same pattern)."""
+        if principal in self.super_users:
+            return True
+        acls = [acl for acl in self.bindings() if acl.resource_type is resource_type]
+        if not acls:
+            return self.allow_if_no_acl
+        allowing = IMPLIED_BY.get(operation, frozenset({operation}))
+        mine = [acl for acl in acls if acl.principal in (principal, WILDCARD_PRINCIPAL)
+                and acl.host in (host, WILDCARD_HOST)]
+        denied = {(acl.resource_name, acl.pattern_type) for acl in mine
+                  if acl.permission is Permission.DENY
+                  and acl.operation in (operation, AclOperation.ALL)}
+        if (WILDCARD_RESOURCE, PatternType.LITERAL) in denied:
+            return False
+        return any(acl.permission is Permission.ALLOW
+                   and (acl.operation is AclOperation.ALL or acl.operation in allowing)
+                   and (acl.resource_name, acl.pattern_type) not in denied
+                   for acl in mine)
+
     def authorized_operations(self, principal: str, host: str, resource_type: ResourceType,
                               name: str) -> int:
         """Kafka's authorized-operations bit field (KIP-430) for one resource."""

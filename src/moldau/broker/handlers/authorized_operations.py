@@ -1,9 +1,10 @@
 """Authorized operations, as Metadata, DescribeCluster, DescribeGroups and
 ConsumerGroupDescribe report them when a client asks (KIP-430).
 
-The value is a bit field of Kafka's AclOperation codes. moldau has no authorizer, so, as a
-Kafka broker without one, it reports every operation the resource type supports. When the
-client did not ask, Kafka sends Integer.MIN_VALUE, which clients read as "not provided".
+The value is a bit field of Kafka's AclOperation codes. Without an authorizer, as a Kafka
+broker without one, moldau reports every operation the resource type supports; with one the
+handlers pass what the client's principal may do (``authz.operations``). When the client did
+not ask, Kafka sends Integer.MIN_VALUE, which clients read as "not provided".
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.codec import build
+from ...security.acls import CLUSTER_NAME
+from .. import authz
 from ..broker import RequestContext
 from .api_versions import NO_THROTTLE
 from .authorized_operations import CLUSTER_OPERATIONS, authorized_operations
@@ -125,5 +127,6 @@ async def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
         broker.cluster.controller_id(),
         brokers=brokers,
         cluster_authorized_operations=authorized_operations(
-            request.include_cluster_authorized_operations, CLUSTER_OPERATIONS),
+            request.include_cluster_authorized_operations,
+            authz.operations(ctx, authz.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)),
     )

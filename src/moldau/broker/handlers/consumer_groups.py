@@ -23,6 +23,7 @@ from ...coordinator.consumer_group import (
     validate_request,
 )
 from ...protocol.codec import build
+from .. import authz
 from ..broker import RequestContext, now_ms
 from .api_versions import NO_THROTTLE
 from .authorized_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized_operations
@@ -132,6 +133,13 @@ async def handle_consumer_group_describe(request: Any, ctx: RequestContext) -> A
     loading = loading_error(ctx)
     described = []
     for group_id in request.group_ids:
+        if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id):
+            described.append(build(
+                m.DescribedGroup, error_code=ErrorCode.group_authorization_failed,
+                error_message=None, group_id=group_id, group_state="", group_epoch=-1,
+                assignment_epoch=-1, assignor_name="", members=(),
+                authorized_operations=NOT_REQUESTED))
+            continue
         group = ctx.broker.groups.consumer_groups.get(group_id)
         if loading is not None or group is None:
             code = loading or ErrorCode.group_id_not_found
@@ -147,7 +155,8 @@ async def handle_consumer_group_describe(request: Any, ctx: RequestContext) -> A
             assignment_epoch=group.assignment_epoch, assignor_name=group.assignor,
             members=tuple(_describe_member(ctx, group, mem) for mem in group.members.values()),
             authorized_operations=authorized_operations(
-                request.include_authorized_operations, GROUP_OPERATIONS),
+                request.include_authorized_operations,
+                authz.operations(ctx, authz.GROUP, group_id, GROUP_OPERATIONS)),
         ))
     return build(m.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE,
                  groups=tuple(described))

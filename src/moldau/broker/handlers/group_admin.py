@@ -14,9 +14,10 @@ from ...coordinator.consumer_protocol import PROTOCOL_TYPE
 from ...coordinator.group import Group, GroupState
 from ...coordinator.manager import CLASSIC_GROUP_TYPE
 from ...protocol.codec import build
+from .. import authz
 from ..broker import RequestContext, now_ms
 from .api_versions import NO_THROTTLE
-from .authorized_operations import GROUP_OPERATIONS, authorized_operations
+from .authorized_operations import GROUP_OPERATIONS, NOT_REQUESTED, authorized_operations
 from .groups import loading_error
 
 #: ListGroups' group type of KIP-848 groups.
@@ -48,6 +49,11 @@ async def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
             for group_id, g in sorted(consumer_groups.items())
             if not wanted_states or g.state.value.lower() in wanted_states
         ]
+    if ctx.broker.authorizer is not None and not authz.allowed(ctx, authz.Op.DESCRIBE,
+                                                               authz.CLUSTER):
+        # Without DESCRIBE on the cluster, only the groups one may describe (Kafka).
+        listed = [g for g in listed
+                  if authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, g.group_id)]
     return build(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=code,
                  groups=tuple(listed))
 
@@ -59,6 +65,14 @@ _GROUP_ID_NOT_FOUND_FROM = 6
 
 def _described(ctx: RequestContext, group_id: str, operations: int) -> Any:
     m = ctx.resp
+    if ctx.broker.authorizer is not None:
+        if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id):
+            return build(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed,
+                         group_id=group_id, error_message=None, group_state="",
+                         protocol_type="", protocol_data="", members=(),
+                         authorized_operations=operations)
+        if operations != NOT_REQUESTED:
+            operations = authz.operations(ctx, authz.GROUP, group_id, GROUP_OPERATIONS)
     code = loading_error(ctx)
     if code is None and ctx.broker.groups.active_consumer_group(group_id) is not None:
         # As Kafka: DescribeGroups is for classic groups; ConsumerGroupDescribe shows these.
@@ -108,10 +122,14 @@ async def handle_delete_groups(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     names = list(request.groups_names)
     code = loading_error(ctx)
+    denied = {name for name in names
+              if not authz.allowed(ctx, authz.Op.DELETE, authz.GROUP, name)}
     if code is not None:
         results = dict.fromkeys(names, code)
     else:
-        results = await ctx.broker.groups.delete_groups(names, now_ms())
+        results = await ctx.broker.groups.delete_groups(
+            [name for name in names if name not in denied], now_ms())
+    results.update(dict.fromkeys(denied, ErrorCode.group_authorization_failed))
     return build(
         m.DeleteGroupsResponse,
         throttle_time=NO_THROTTLE,

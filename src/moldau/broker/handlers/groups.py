@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from ...coordinator.effects import JoinResponse
 from ...coordinator.group import JoinRequest
 from ...protocol.codec import build
+from .. import authz
 from ..broker import RequestContext, now_ms
 from ..errors import ApiError
 from ..group_service import OFFSETS_TOPIC
@@ -115,6 +116,13 @@ def _coordinator(ctx: RequestContext, code: ErrorCode, key: str,
     none = dict(node_id=-1, host="", port=-1)
     if code is not ErrorCode.none:
         return code, none
+    if broker.authorizer is not None:
+        # Kafka: DESCRIBE on the group or the transactional id.
+        if key_type == TRANSACTION_KEY_TYPE:
+            if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TXN_ID, key):
+                return ErrorCode.transactional_id_authorization_failed, none
+        elif not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, key):
+            return ErrorCode.group_authorization_failed, none
     if broker.cluster is None:
         listener = broker.config.advertised_listener(ctx.listener_name)
         return code, dict(node_id=broker.node_id, host=listener.host, port=listener.port)

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from ...coordinator.manager import CommittedOffset
 from ...coordinator.offsets import OffsetAndMetadata, TopicPartition
 from ...protocol.codec import build
+from .. import authz
 from ..broker import RequestContext, now_ms
 from .api_versions import NO_THROTTLE
 from .groups import loading_error, millis
@@ -60,6 +61,18 @@ async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
     names = _topic_names(ctx, request.topics)
     offsets = _request_offsets(request, names)
     code = loading_error(ctx, request.group_id)
+    denied: set[str] = set()
+    if code is None and ctx.broker.authorizer is not None:
+        # Kafka: READ on the group, then READ on each topic (those fail alone).
+        if not authz.allowed(ctx, authz.Op.READ, authz.GROUP, request.group_id):
+            code = ErrorCode.group_authorization_failed
+        else:
+            denied = {n for n in names if n is not None
+                      and not authz.allowed(ctx, authz.Op.READ, authz.TOPIC, n)}
+    if denied:
+        refused = {(o.topic, o.partition): ErrorCode.topic_authorization_failed
+                   for o in offsets if o.topic in denied}
+        offsets = [o for o in offsets if o.topic not in denied]
     if code is not None:
         errors = {(o.topic, o.partition): code for o in offsets}
     else:
@@ -76,6 +89,8 @@ async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
                                  if ctx.version >= _GROUP_ID_NOT_FOUND_FROM
                                  else ErrorCode.illegal_generation),
         )
+    if denied:
+        errors = {**errors, **refused}
     topics = tuple(
         build(m.OffsetCommitResponseTopic, name=name,
               topic_id=getattr(topic, "topic_id", None), partitions=tuple(
@@ -151,6 +166,8 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
                      if name is not None for p in t.partition_indexes]
         unknown_ids = [t for t, name in zip(topics, names, strict=True) if name is None]
     code = loading_error(ctx, group_id)
+    if code is None and not authz.allowed(ctx, authz.Op.DESCRIBE, authz.GROUP, group_id):
+        code = ErrorCode.group_authorization_failed
     if code is not None:
         if ctx.version < 2 and requested is not None:  # v1 has no group-level error
             return ErrorCode.none, _fetched_topics(ctx, ((tp, None) for tp in requested), code)
@@ -159,8 +176,18 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
     if code is not ErrorCode.none:
         return code, ()
     offsets = ctx.broker.groups.fetch_offsets(group_id, requested)
+    refused: tuple[Any, ...] = ()
+    if ctx.broker.authorizer is not None:
+        # Topics without DESCRIBE: refused when named, left out of "all topics" (Kafka).
+        offsets = list(offsets)
+        denied = {tp for tp, _ in offsets
+                  if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, tp[0])}
+        offsets = [(tp, c) for tp, c in offsets if tp not in denied]
+        if requested is not None:
+            refused = _fetched_topics(ctx, ((tp, None) for tp in requested if tp in denied),
+                                      ErrorCode.topic_authorization_failed)
     unstable = ctx.broker.groups.unstable_partitions(group_id) if require_stable else set()
-    return ErrorCode.none, (_fetched_topics(ctx, offsets, ErrorCode.none, unstable)
+    return ErrorCode.none, (_fetched_topics(ctx, offsets, ErrorCode.none, unstable) + refused
                             + _unknown_id_topics(ctx, unknown_ids))
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ...protocol.codec import build
+from .. import authz
 from ..broker import RequestContext
 from .api_versions import NO_THROTTLE
 
@@ -55,8 +56,13 @@ async def _next_producer_id(ctx: RequestContext) -> int:
 async def handle(request: Any, ctx: RequestContext) -> Any:
     if request.transactional_id is not None:
         from .transactions import init_producer_id
+
+        if not authz.allowed(ctx, authz.Op.WRITE, authz.TXN_ID, request.transactional_id):
+            return _response(ctx, ErrorCode.transactional_id_authorization_failed)
         code, producer_id, epoch = await init_producer_id(request, ctx)
         return _response(ctx, code, producer_id, epoch)
+    if not authz.may_produce_idempotently(ctx):
+        return _response(ctx, ErrorCode.cluster_authorization_failed)
     # v0-2 carry no id/epoch; absent fields mean "a new producer".
     producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from ...coordinator.hashing import partition_for
 from ...coordinator.transactions import TxnState
 from ...protocol.codec import build
+from .. import authz
 from ..broker import RequestContext, now_ms
 from ..errors import ApiError
 from ..group_service import OFFSETS_TOPIC
@@ -95,16 +96,35 @@ def _partitions_of(topics: Any) -> list[tuple[str, int]]:
     return list(seen)
 
 
+def _refused(ctx: RequestContext, transactional_id: str, partitions: list[tuple[str, int]]
+             ) -> dict[tuple[str, int], ErrorCode] | None:
+    """Kafka's answer when the client may not write to the transactional id or to some
+    topic (the other partitions then OPERATION_NOT_ATTEMPTED); None when allowed."""
+    if ctx.broker.authorizer is None:
+        return None
+    if not authz.allowed(ctx, authz.Op.WRITE, authz.TXN_ID, transactional_id):
+        return dict.fromkeys(partitions, ErrorCode.transactional_id_authorization_failed)
+    denied = {tp for tp in partitions
+              if not authz.allowed(ctx, authz.Op.WRITE, authz.TOPIC, tp[0])}
+    if not denied:
+        return None
+    return {tp: ErrorCode.topic_authorization_failed if tp in denied
+            else ErrorCode.operation_not_attempted for tp in partitions}
+
+
 async def handle_add_partitions(request: Any, ctx: RequestContext) -> Any:
     m = ctx.resp
     if ctx.version < 4:
         partitions = _partitions_of(request.v3_and_below_topics)
-        results = await _add_one(ctx, request.v3_and_below_transactional_id,
+        results = _refused(ctx, request.v3_and_below_transactional_id, partitions) or \
+            await _add_one(ctx, request.v3_and_below_transactional_id,
                                  request.v3_and_below_producer_id,
                                  request.v3_and_below_producer_epoch, partitions, False)
         results = {tp: _fenced(code, ctx.version, 2) for tp, code in results.items()}
         return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
                      results_by_topic_v3_and_below=_topic_results(m, results))
+    # v4+ is for brokers verifying a transaction (KIP-890).
+    authz.require(ctx, authz.Op.CLUSTER_ACTION, authz.CLUSTER)
     answers = []
     for txn in request.transactions:
         results = await _add_one(ctx, txn.transactional_id, txn.producer_id,
