@@ -1,0 +1,445 @@
+"""The authorizer on a real broker: every denied operation of each API family gets Kafka's
+error and changes nothing, a principal without ACLs can do nothing, a super user everything,
+prefixed ACLs, deny wins, hosts; ACLs made with confluent-kafka's AdminClient, checked with
+confluent-kafka, kafka-python and aiokafka over SASL (PLAIN and SCRAM).
+
+One broker for the module: a SASL_PLAINTEXT listener (admin is a super user) and a
+PLAINTEXT one (User:ANONYMOUS, no ACLs). Tests use topic and group names of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import TopicAuthorizationFailedError as AioTopicAuthorizationFailed
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from kafka import KafkaAdminClient
+from kafka.admin import (
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePatternFilter,
+)
+from kafka.admin import ResourceType as KpResourceType
+from kafka.errors import (
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    TopicAuthorizationFailedError,
+)
+
+from tests.helpers.broker_process import BrokerProcess, free_port
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'username="admin" password="admin-pw" user_admin="admin-pw" '
+        'user_alice="alice-pw" user_bob="bob-pw" user_frank="frank-pw";')
+
+
+class AclBroker:
+    def __init__(self, process: BrokerProcess, plain: int, sasl: int) -> None:
+        self.process, self.plain, self.sasl = process, plain, sasl
+
+    def conf(self, user: str, password: str | None = None,
+             mechanism: str = "PLAIN") -> dict[str, Any]:
+        return {"bootstrap.servers": f"127.0.0.1:{self.sasl}",
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                "sasl.username": user, "sasl.password": password or f"{user}-pw"}
+
+    def admin(self, user: str = "admin") -> AdminClient:
+        return AdminClient(self.conf(user))
+
+    def kafka_python(self, user: str) -> KafkaAdminClient:
+        return KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{self.sasl}",
+                                security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                                sasl_plain_username=user, sasl_plain_password=f"{user}-pw")
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
+    plain, sasl = free_port(), free_port()
+    process = BrokerProcess(tmp_path_factory.mktemp("acl"), port=sasl, overrides=(
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:admin",
+        "offsets.topic.replication.factor=1",
+        "auto.create.topics.enable=true",
+    )).start()
+    broker = AclBroker(process, plain, sasl)
+    admin = broker.admin()
+    futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"carol-pw")])
+    for future in futures.values():
+        future.result(timeout=15)
+    try:
+        yield broker
+    finally:
+        process.stop()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def allow(principal: str, name: str, *operations: AclOperation,
+          rtype: ResourceType = ResourceType.TOPIC,
+          pattern: ResourcePatternType = ResourcePatternType.LITERAL, host: str = "*",
+          permission: AclPermissionType = AclPermissionType.ALLOW) -> list[AclBinding]:
+    return [AclBinding(rtype, name, pattern, principal, host, op, permission)
+            for op in operations]
+
+
+def create_acls(broker: AclBroker, bindings: list[AclBinding]) -> None:
+    admin = broker.admin()  # kept: futures fail once their client is gone
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=15)
+
+
+def create_topic(broker: AclBroker, name: str, partitions: int = 1) -> None:
+    admin = broker.admin()
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=15)
+
+
+def produce(conf: dict[str, Any], topic: str, count: int = 3) -> list[KafkaError | None]:
+    errors: list[KafkaError | None] = []
+    producer = Producer({**conf, "enable.idempotence": False, "message.timeout.ms": 5000})
+    for i in range(count):
+        producer.produce(topic, value=f"v{i}".encode(),
+                         on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(15)
+    return errors
+
+
+def end_offset(broker: AclBroker, topic: str) -> int:
+    consumer = Consumer({**broker.conf("admin"), "group.id": unique("probe")})
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+    finally:
+        consumer.close()
+
+
+def consume(conf: dict[str, Any], topic: str, group: str, want: int = 3,
+            polls: int = 40) -> tuple[list[bytes], list[KafkaError]]:
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    values: list[bytes] = []
+    errors: list[KafkaError] = []
+    consumer.subscribe([topic])
+    try:
+        for _ in range(polls):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                errors.append(msg.error())
+                break
+            values.append(msg.value())
+            if len(values) == want:
+                consumer.commit(asynchronous=False)
+                break
+    finally:
+        consumer.close()
+    return values, errors
+
+
+def admin_error(future: Any) -> int:
+    with pytest.raises(KafkaException) as info:
+        future.result(timeout=15)
+    return int(info.value.args[0].code())
+
+
+# -- super user, nobody, anonymous ---------------------------------------------------------------
+
+
+def test_super_user_may_do_everything(acl_broker: AclBroker) -> None:
+    topic = unique("super")
+    create_topic(acl_broker, topic)
+    assert produce(acl_broker.conf("admin"), topic) == [None, None, None]
+    values, errors = consume(acl_broker.conf("admin"), topic, unique("g"))
+    assert values == [b"v0", b"v1", b"v2"] and not errors
+    admin = acl_broker.admin()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    assert admin.describe_configs([resource])[resource].result(timeout=15)
+    admin.delete_topics([topic])[topic].result(timeout=15)
+
+
+def test_a_principal_without_acls_can_do_nothing(acl_broker: AclBroker) -> None:
+    topic, group = unique("guarded"), unique("group")
+    create_topic(acl_broker, topic)
+    assert produce(acl_broker.conf("admin"), topic) == [None, None, None]
+    consume(acl_broker.conf("admin"), topic, group)  # commits offset 3 for the group
+    bob = acl_broker.conf("bob")
+    admin = AdminClient(bob)
+    # Metadata: the topic is hidden from "all topics".
+    assert topic not in admin.list_topics(timeout=10).topics
+    # Produce: TOPIC_AUTHORIZATION_FAILED, nothing appended.
+    errors = produce(bob, topic)
+    assert [e.code() if e else None for e in errors] == [
+        KafkaError.TOPIC_AUTHORIZATION_FAILED] * 3
+    assert end_offset(acl_broker, topic) == 3
+    # Fetch and groups: the consumer is refused (the group first).
+    values, errors = consume(bob, topic, group, polls=10)
+    assert not values
+    assert errors and errors[0].code() in (KafkaError.GROUP_AUTHORIZATION_FAILED,
+                                           KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    # Admin APIs: create/delete topics, partitions, configs.
+    new = unique("never")
+    assert admin_error(admin.create_topics([NewTopic(new, 1, 1)])[new]) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert admin_error(admin.delete_topics([topic])[topic]) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert admin_error(admin.create_partitions([NewPartitions(topic, 3)])[topic]) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "1000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    assert admin_error(admin.incremental_alter_configs([resource])[resource]) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert admin_error(admin.describe_configs([resource])[resource]) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    broker_resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    assert admin_error(admin.describe_configs([broker_resource])[broker_resource]) == \
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # Nothing changed.
+    super_admin = acl_broker.admin()
+    described = super_admin.list_topics(topic, timeout=10).topics[topic]
+    assert len(described.partitions) == 1
+    assert new not in super_admin.list_topics(timeout=10).topics
+    config = super_admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    assert next(iter(config.values())).result(timeout=15)["retention.ms"].value != "1000"
+    committed = Consumer({**acl_broker.conf("admin"), "group.id": group}).committed(
+        [TopicPartition(topic, 0)], timeout=10)
+    assert committed[0].offset == 3
+
+
+def test_kafka_python_gets_kafkas_errors(acl_broker: AclBroker) -> None:
+    topic, group = unique("kp"), unique("kp-group")
+    create_topic(acl_broker, topic)
+    consume(acl_broker.conf("admin"), topic, group, want=0, polls=4)
+    client = acl_broker.kafka_python("bob")
+    try:
+        acl_filter = ACLFilter(principal=None, host="*", operation=ACLOperation.ANY,
+                               permission_type=ACLPermissionType.ANY,
+                               resource_pattern=ResourcePatternFilter(
+                                   KpResourceType.ANY, None, ACLResourcePatternType.ANY))
+        with pytest.raises(ClusterAuthorizationFailedError):
+            client.describe_acls(acl_filter)
+        with pytest.raises(ClusterAuthorizationFailedError):
+            client.describe_cluster()
+        # FindCoordinator needs DESCRIBE on the group: every group call stops there.
+        with pytest.raises(GroupAuthorizationFailedError):
+            client.list_group_offsets({group: None})
+        with pytest.raises(GroupAuthorizationFailedError):
+            client.delete_groups([group])
+        assert client.list_groups() == []
+        assert client.describe_topics([topic])[0]["error_code"] == \
+            TopicAuthorizationFailedError.errno
+        # With DESCRIBE on the group, deleting it still needs DELETE.
+        create_acls(acl_broker, allow("User:bob", group, AclOperation.DESCRIBE,
+                                      rtype=ResourceType.GROUP))
+        assert [g[0] if isinstance(g, tuple) else g for g in client.list_groups()]
+        assert client.delete_groups([group]) == {group: "GroupAuthorizationFailedError"}
+        with pytest.raises(ClusterAuthorizationFailedError):
+            client.describe_user_scram_credentials()
+    finally:
+        client.close()
+    assert group in str(acl_broker.kafka_python("admin").list_groups())
+
+
+def test_aiokafka_producer_is_refused(acl_broker: AclBroker) -> None:
+    topic = unique("aio")
+    create_topic(acl_broker, topic)
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=f"127.0.0.1:{acl_broker.sasl}", security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="carol",
+            sasl_plain_password="carol-pw", request_timeout_ms=5000)
+        await producer.start()
+        try:
+            with pytest.raises(AioTopicAuthorizationFailed):
+                await producer.send_and_wait(topic, b"x")
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+    assert end_offset(acl_broker, topic) == 0
+
+
+def test_anonymous_on_plaintext_sees_nothing(acl_broker: AclBroker) -> None:
+    topic = unique("anon")
+    create_topic(acl_broker, topic)
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{acl_broker.plain}"})
+    assert topic not in admin.list_topics(timeout=10).topics
+    errors = produce({"bootstrap.servers": f"127.0.0.1:{acl_broker.plain}"}, topic, 1)
+    assert errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_idempotent_and_transactional_producers_need_their_acls(acl_broker: AclBroker) -> None:
+    topic = unique("eos")
+    create_topic(acl_broker, topic)
+    bob = acl_broker.conf("bob")
+    idempotent = Producer({**bob, "enable.idempotence": True, "message.timeout.ms": 5000})
+    errors: list[KafkaError] = []
+    idempotent.produce(topic, b"x", on_delivery=lambda err, _m: errors.append(err))
+    idempotent.flush(10)
+    assert errors and errors[0] is not None
+    assert errors[0].code() in (KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                                KafkaError._FATAL, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    transactional = Producer({**bob, "transactional.id": unique("txn")})
+    with pytest.raises(KafkaException) as info:
+        transactional.init_transactions(10)
+    assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert end_offset(acl_broker, topic) == 0
+
+
+def test_transactions_with_their_acls(acl_broker: AclBroker) -> None:
+    topic, txn = unique("txn-topic"), unique("txn-id")
+    create_topic(acl_broker, topic)
+    create_acls(acl_broker, allow("User:alice", topic, AclOperation.WRITE)
+                + allow("User:alice", txn, AclOperation.WRITE,
+                        rtype=ResourceType.TRANSACTIONAL_ID))
+    producer = Producer({**acl_broker.conf("alice"), "transactional.id": txn})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce(topic, b"committed")
+    producer.commit_transaction(15)
+    assert end_offset(acl_broker, topic) == 2  # the record and the commit marker
+
+
+# -- ACLs: literal, prefixed, deny, hosts, the ACL APIs ------------------------------------------
+
+
+def test_literal_acls_let_a_user_produce_and_consume(acl_broker: AclBroker) -> None:
+    topic, group = unique("alice"), unique("alice-group")
+    create_topic(acl_broker, topic)
+    alice = acl_broker.conf("alice")
+    create_acls(acl_broker, allow("User:alice", topic, AclOperation.WRITE)
+                + allow("User:alice", topic, AclOperation.READ)
+                + allow("User:alice", group, AclOperation.READ, rtype=ResourceType.GROUP))
+    assert produce(alice, topic) == [None, None, None]
+    values, errors = consume(alice, topic, group)
+    assert values == [b"v0", b"v1", b"v2"] and not errors
+    # DESCRIBE is implied: the topic is listed; others are not.
+    listed = AdminClient(alice).list_topics(timeout=10).topics
+    assert topic in listed and not any(t.startswith("super-") for t in listed)
+
+
+def test_prefixed_acls_and_deny_wins(acl_broker: AclBroker) -> None:
+    prefix = unique("team") + "."
+    allowed, denied = prefix + "orders", prefix + "secret"
+    for name in (allowed, denied):
+        create_topic(acl_broker, name)
+    create_acls(acl_broker, allow("User:carol", prefix, AclOperation.WRITE,
+                                  pattern=ResourcePatternType.PREFIXED)
+                + allow("User:carol", denied, AclOperation.WRITE,
+                        permission=AclPermissionType.DENY))
+    carol = acl_broker.conf("carol", mechanism="SCRAM-SHA-512")
+    assert produce(carol, allowed, 1) == [None]
+    errors = produce(carol, denied, 1)
+    assert errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert end_offset(acl_broker, denied) == 0
+
+
+def test_hosts_must_match(acl_broker: AclBroker) -> None:
+    topic = unique("hosts")
+    create_topic(acl_broker, topic)
+    create_acls(acl_broker, allow("User:frank", topic, AclOperation.WRITE, host="10.9.9.9"))
+    errors = produce(acl_broker.conf("frank"), topic, 1)
+    assert errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(acl_broker, allow("User:frank", topic, AclOperation.WRITE, host="127.0.0.1"))
+    assert produce(acl_broker.conf("frank"), topic, 1) == [None]
+
+
+def test_acl_apis_describe_and_delete_with_filters(acl_broker: AclBroker) -> None:
+    name = unique("acl-api")
+    bindings = (allow("User:dave", name, AclOperation.READ, AclOperation.WRITE)
+                + allow("User:dave", name, AclOperation.READ, rtype=ResourceType.GROUP))
+    create_acls(acl_broker, bindings)
+    admin = acl_broker.admin()
+    by_name = AclBindingFilter(ResourceType.ANY, name, ResourcePatternType.ANY, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+    assert sorted(map(str, admin.describe_acls(by_name).result(timeout=15))) == \
+        sorted(map(str, bindings))
+    topic_only = AclBindingFilter(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, None,
+                                  None, AclOperation.ANY, AclPermissionType.ANY)
+    deleted = admin.delete_acls([topic_only])[topic_only].result(timeout=15)
+    assert len(deleted) == 2
+    assert [str(b) for b in admin.describe_acls(by_name).result(timeout=15)] == \
+        [str(bindings[2])]
+    # An invalid binding is refused with Kafka's INVALID_REQUEST and stores nothing.
+    bad = AclBinding(ResourceType.BROKER, "not-the-cluster", ResourcePatternType.LITERAL,
+                     "User:dave", "*", AclOperation.ALTER, AclPermissionType.ALLOW)
+    assert admin_error(admin.create_acls([bad])[bad]) == KafkaError.INVALID_REQUEST
+    # Without ALTER on the cluster, nobody else may change ACLs.
+    bob = AdminClient(acl_broker.conf("bob"))
+    grab = allow("User:bob", "*", AclOperation.ALL)[0]
+    assert admin_error(bob.create_acls([grab])[grab]) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert admin_error(bob.delete_acls([by_name])[by_name]) == \
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert len(admin.describe_acls(by_name).result(timeout=15)) == 1
+
+
+def test_cluster_authorized_operations_are_the_principals(acl_broker: AclBroker) -> None:
+    """DescribeCluster (through librdkafka's Metadata) reports what the principal may do."""
+
+    def operations(user: str) -> set[AclOperation]:
+        admin = acl_broker.admin(user)
+        described = admin.describe_cluster(include_authorized_operations=True,
+                                           request_timeout=10).result(timeout=15)
+        return set(described.authorized_operations or ())
+
+    assert AclOperation.CLUSTER_ACTION in operations("admin")
+    assert operations("alice") == set()
+    create_acls(acl_broker, allow("User:alice", "kafka-cluster", AclOperation.DESCRIBE,
+                                  AclOperation.ALTER_CONFIGS, rtype=ResourceType.BROKER))
+    assert operations("alice") == {AclOperation.DESCRIBE, AclOperation.ALTER_CONFIGS,
+                                   AclOperation.DESCRIBE_CONFIGS}
+
+
+def test_acls_survive_a_restart(tmp_path: Path) -> None:
+    sasl = free_port()
+    overrides = (f"listeners=SASL_PLAINTEXT://127.0.0.1:{sasl}", "sasl.enabled.mechanisms=PLAIN",
+                 f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
+                 "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                 "super.users=User:admin")
+    process = BrokerProcess(tmp_path, port=sasl, overrides=overrides).start()
+    broker = AclBroker(process, 0, sasl)
+    binding = allow("User:alice", "kept", AclOperation.READ)
+    try:
+        create_acls(broker, binding)
+    finally:
+        process.stop()
+    process = BrokerProcess(tmp_path, port=sasl, overrides=overrides).start()
+    try:
+        everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None,
+                                      None, AclOperation.ANY, AclPermissionType.ANY)
+        admin = broker.admin()
+        assert [str(b) for b in admin.describe_acls(everything).result(timeout=15)] \
+            == [str(binding[0])]
+    finally:
+        process.stop()
