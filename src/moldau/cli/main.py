@@ -6,6 +6,7 @@ import click
 import confluent_kafka
 
 from .. import __version__
+from .acl import acl_group
 from .broker_cmd import broker
 from .cluster import cluster_group
 from .configs import config_group
@@ -71,6 +72,7 @@ cli.add_command(console)
 cli.add_command(top)
 cli.add_command(rest)
 cli.add_command(user_group)
+cli.add_command(acl_group)
 
 
 def main() -> None:

@@ -3,21 +3,16 @@
 --entity-type users``. The password is salted and hashed on this side (librdkafka sends the
 SaltedPassword); it never reaches the broker in the clear.
 
-A broker that only has SASL listeners needs the CLI to authenticate as well:
-``--command-config FILE`` reads client settings (librdkafka keys such as
-``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
-``ssl.ca.location``) from a properties file, ``-X KEY=VALUE`` sets one.
+A broker that only has SASL listeners needs the CLI to authenticate as well (see
+:mod:`.admin_client`: ``--command-config FILE``, ``-X KEY=VALUE``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 from confluent_kafka.admin import (
-    AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialAlteration,
@@ -25,45 +20,13 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from ..config.properties import load_properties
-from .assignments import parse_assignments
-from .connection import Connection, connection_options
-from .errors import CliError
+from .admin_client import secured_admin as _client
+from .admin_client import secured_admin_options as _client_options
+from .connection import Connection
 
 _MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
                "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
 _NAMES = {v: k for k, v in _MECHANISMS.items()}
-
-
-@dataclass(frozen=True)
-class _Client:
-    conn: Connection
-    admin: AdminClient
-
-
-def _client(conn: Connection, command_config: Path | None, settings: tuple[str, ...]
-            ) -> _Client:
-    extra: dict[str, Any] = {}
-    if command_config is not None:
-        try:
-            extra.update(load_properties(command_config))
-        except OSError as exc:
-            raise CliError(f"cannot read {command_config}: {exc.strerror or exc}") from None
-    extra.update(parse_assignments(settings, "-X"))
-    conn.check_reachable()
-    try:
-        return _Client(conn, AdminClient(conn.client_config(**extra)))
-    except Exception as exc:  # librdkafka refuses unknown or bad settings here
-        raise CliError(f"invalid client setting: {exc}") from None
-
-
-def _client_options(command: Any) -> Any:
-    command = click.option("--command-config", type=click.Path(path_type=Path),
-                           help="Properties file of client settings (security.protocol, "
-                                "sasl.*, ssl.*).")(command)
-    command = click.option("-X", "settings", multiple=True, metavar="KEY=VALUE",
-                           help="One client setting (repeatable).")(command)
-    return connection_options(command)
 
 
 @click.group("user")
