@@ -52,6 +52,7 @@ from kafka.errors import (
 )
 
 from tests.helpers.broker_process import BrokerProcess, free_port
+from tests.helpers.cli import one_line_error, run_moldau
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'username="admin" password="admin-pw" user_admin="admin-pw" '
@@ -443,3 +444,72 @@ def test_acls_survive_a_restart(tmp_path: Path) -> None:
             == [str(binding[0])]
     finally:
         process.stop()
+
+
+# -- moldau acl ----------------------------------------------------------------------------------
+
+
+def as_user(broker: AclBroker, user: str) -> tuple[str, ...]:
+    return ("-b", f"127.0.0.1:{broker.sasl}", "-X", "security.protocol=SASL_PLAINTEXT",
+            "-X", "sasl.mechanism=PLAIN", "-X", f"sasl.username={user}",
+            "-X", f"sasl.password={user}-pw")
+
+
+def test_cli_add_list_remove(acl_broker: AclBroker) -> None:
+    topic, group = unique("cli"), unique("cli-group")
+    admin = as_user(acl_broker, "admin")
+    added = run_moldau("acl", "add", "--allow-principal", "User:gina", "--operation", "Read",
+                       "--operation", "describe", "--topic", topic, *admin)
+    assert added.returncode == 0, added.stderr
+    assert f"ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)" \
+        in added.stdout
+    listed = run_moldau("acl", "list", "--topic", topic, *admin)
+    assert listed.returncode == 0, listed.stderr
+    assert "(principal=User:gina, host=*, operation=READ, permissionType=ALLOW)" \
+        in listed.stdout
+    assert "operation=DESCRIBE" in listed.stdout
+    removed = run_moldau("acl", "remove", "--allow-principal", "User:gina", "--operation",
+                         "Read", "--topic", topic, *admin)
+    assert removed.returncode == 0, removed.stderr
+    listed = run_moldau("acl", "list", "--topic", topic, *admin)
+    assert "operation=READ" not in listed.stdout and "operation=DESCRIBE" in listed.stdout
+    assert run_moldau("acl", "remove", "--topic", topic, *admin).returncode == 0
+    assert topic not in run_moldau("acl", "list", *admin).stdout
+    # The conveniences, and a prefixed pattern.
+    conveniences = run_moldau("acl", "add", "--allow-principal", "User:gina", "--producer",
+                              "--consumer", "--topic", topic, "--group", group,
+                              "--resource-pattern-type", "prefixed", *admin)
+    assert conveniences.returncode == 0, conveniences.stderr
+    listed = run_moldau("acl", "list", "--principal", "User:gina", *admin).stdout
+    for op in ("WRITE", "DESCRIBE", "CREATE", "READ"):
+        assert f"operation={op}," in listed
+    assert f"name={group}, patternType=PREFIXED" in listed
+
+
+@pytest.mark.parametrize(("args", "fragments"), [
+    (("add", "--operation", "Read", "--topic", "t"), ("--allow-principal",)),
+    (("add", "--allow-principal", "User:x", "--operation", "Read"), ("at least one resource",)),
+    (("add", "--allow-principal", "User:x", "--operation", "Fly", "--topic", "t"),
+     ("invalid --operation 'Fly'",)),
+    (("add", "--allow-principal", "User:x", "--operation", "Write", "--group", "g"),
+     ("ResourceType GROUP only supports operations",)),
+    (("add", "--allow-principal", "alice", "--operation", "Read", "--topic", "t"),
+     ("invalid principal 'alice'",)),
+    (("add", "--allow-principal", "User:x", "--operation", "Read", "--topic", "t",
+      "--resource-pattern-type", "match"), ("not valid for add",)),
+    (("add", "--allow-principal", "User:x", "--consumer", "--topic", "t"),
+     ("--consumer needs --group",)),
+])
+def test_cli_refuses_bad_input_in_one_line(acl_broker: AclBroker, args: tuple[str, ...],
+                                           fragments: tuple[str, ...]) -> None:
+    one_line_error(run_moldau("acl", *args, *as_user(acl_broker, "admin")), *fragments)
+
+
+def test_cli_without_the_right_acls_or_authorizer(acl_broker: AclBroker,
+                                                  broker: Any) -> None:
+    result = run_moldau("acl", "add", "--allow-principal", "User:bob", "--operation", "All",
+                        "--topic", "t", *as_user(acl_broker, "bob"))
+    one_line_error(result, "CLUSTER_AUTHORIZATION_FAILED")
+    result = run_moldau("acl", "add", "--allow-principal", "User:bob", "--operation", "All",
+                        "--topic", "t", "-b", broker.bootstrap)
+    one_line_error(result, "No Authorizer is configured")
