@@ -63,3 +63,9 @@ def test_unreadable_metadata(make_broker: Any) -> None:
     metadata = broker.data_dir / "moldau-metadata.json"
     metadata.write_text('{"topics": [')
     one_line_error(start(broker.data_dir), str(metadata), "not a moldau metadata document")
+
+
+def test_unknown_authorizer_class(tmp_path: Path) -> None:
+    result = start(tmp_path / "data", "authorizer.class.name=com.example.MyAuthorizer")
+    one_line_error(result, "authorizer.class.name", "com.example.MyAuthorizer",
+                   "kafka.security.authorizer.AclAuthorizer")
