@@ -348,6 +348,16 @@ def test_literal_acls_let_a_user_produce_and_consume(acl_broker: AclBroker) -> N
     # DESCRIBE is implied: the topic is listed; others are not.
     listed = AdminClient(alice).list_topics(timeout=10).topics
     assert topic in listed and not any(t.startswith("super-") for t in listed)
+    # DeleteRecords needs DELETE: refused by the broker, nothing deleted.
+    alice_admin = AdminClient(alice)
+    deleting = alice_admin.delete_records([TopicPartition(topic, 0, 2)])
+    assert admin_error(next(iter(deleting.values()))) == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    probe = Consumer({**acl_broker.conf("admin"), "group.id": unique("probe")})
+    try:
+        assert probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0] == 0
+    finally:
+        probe.close()
 
 
 def test_prefixed_acls_and_deny_wins(acl_broker: AclBroker) -> None:

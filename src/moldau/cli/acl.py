@@ -176,7 +176,10 @@ def _bindings_to_add(resources: list[Resource], pattern: ResourcePatternType,
                     raise CliError(f"ResourceType {_TYPE_NAMES[resource[0]]} only supports "
                                    f"operations {supported}, ALL")
                 per_resource.append((resource, op))
-    return [AclBinding(rtype, name, pattern, principal, host, op, permission)
+    # The cluster is one resource: its ACLs are always literal.
+    return [AclBinding(rtype, name, ResourcePatternType.LITERAL
+                       if rtype is ResourceType.BROKER else pattern,
+                       principal, host, op, permission)
             for (rtype, name), op in dict.fromkeys(per_resource)
             for principal, host, permission in entries.who]
 

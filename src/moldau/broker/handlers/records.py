@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from ...log.errors import OffsetOutOfRangeError, StorageError
 from ...protocol.codec import build
 from ...replica import ReplicaError
+from .. import authz
 from ..broker import RequestContext
 from ..errors import ApiError
 from .api_versions import NO_THROTTLE
@@ -64,6 +65,11 @@ async def handle_delete_records(request: Any, ctx: RequestContext) -> Any:
     pacer = Pacer()
     for topic in request.topics:
         results: list[list[Any]] = []
+        if not authz.allowed(ctx, authz.Op.DELETE, authz.TOPIC, topic.name):
+            answers.append((topic.name, [[p.partition_index,
+                                          ErrorCode.topic_authorization_failed, -1, None]
+                                         for p in topic.partitions]))
+            continue
         for p in topic.partitions:
             await pacer.tick()
             try:
