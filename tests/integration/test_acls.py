@@ -10,6 +10,7 @@ PLAINTEXT one (User:ANONYMOUS, no ACLs). Tests use topic and group names of thei
 from __future__ import annotations
 
 import asyncio
+import datetime
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -523,3 +524,65 @@ def test_cli_without_the_right_acls_or_authorizer(acl_broker: AclBroker,
     result = run_moldau("acl", "add", "--allow-principal", "User:bob", "--operation", "All",
                         "--topic", "t", "-b", broker.bootstrap)
     one_line_error(result, "No Authorizer is configured")
+
+
+# -- the other API families, on the wire as User:ANONYMOUS (no ACL) ------------------------------
+
+
+def test_other_apis_refuse_on_the_wire(acl_broker: AclBroker) -> None:
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+    from kio.schema.describe_producers.v0.request import TopicRequest as ProducersTopic
+    from kio.schema.describe_topic_partitions.v0.request import (
+        DescribeTopicPartitionsRequest,
+    )
+    from kio.schema.describe_topic_partitions.v0.request import TopicRequest as PartitionsTopic
+    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+    from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+    from kio.schema.end_txn.v3.request import EndTxnRequest
+    from kio.schema.heartbeat.v4.request import HeartbeatRequest
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+    from kio.schema.offset_for_leader_epoch.v4.request import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderPartition,
+        OffsetForLeaderTopic,
+    )
+    from kio.static.primitive import i32, i64
+
+    from tests.integration.wire import WireClient
+
+    topic, txn = unique("wire"), unique("wire-txn")
+    create_topic(acl_broker, topic)
+    transactional = Producer({**acl_broker.conf("admin"), "transactional.id": txn})
+    transactional.init_transactions(15)
+    with WireClient.to(f"127.0.0.1:{acl_broker.plain}") as client:
+        producers = client.request(DescribeProducersRequest(topics=(
+            ProducersTopic(name=topic, partition_indexes=(i32(0),)),)))
+        assert producers.topics[0].partitions[0].error_code == 29
+        partitions = client.request(DescribeTopicPartitionsRequest(
+            topics=(PartitionsTopic(name=topic),), response_partition_limit=i32(100)))
+        assert partitions.topics[0].error_code == 29
+        epochs = client.request(OffsetForLeaderEpochRequest(topics=(OffsetForLeaderTopic(
+            topic=topic, partitions=(OffsetForLeaderPartition(
+                partition=i32(0), leader_epoch=i32(0)),)),)))
+        assert epochs.topics[0].partitions[0].error_code == 29
+        described = client.request(DescribeTransactionsRequest(transactional_ids=(txn,)))
+        assert described.transaction_states[0].error_code == 53
+        listed = client.request(ListTransactionsRequest(state_filters=(),
+                                                        producer_id_filters=()))
+        assert listed.error_code == 0 and txn not in {s.transactional_id
+                                                      for s in listed.transaction_states}
+        end = client.request(EndTxnRequest(transactional_id=txn, producer_id=i64(0),
+                                           producer_epoch=0, committed=True))
+        assert end.error_code == 53
+        heartbeat = client.request(HeartbeatRequest(group_id="g", generation_id=i32(0),
+                                                    member_id="m", group_instance_id=None))
+        assert heartbeat.error_code == 30
+        elect = client.request(ElectLeadersRequest(election_type=0, topic_partitions=None,
+                                                   timeout=datetime.timedelta(seconds=10)))
+        assert elect.error_code == 31
+    # The super user sees what ANONYMOUS may not.
+    admin_client = acl_broker.kafka_python("admin")
+    try:
+        assert txn in str(admin_client.list_transactions())
+    finally:
+        admin_client.close()

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from ...protocol.codec import build
 from ...replica import Partition
+from .. import authz
 from ..broker import Broker, RequestContext
 from .api_versions import NO_THROTTLE
 from .pacing import Pacer
@@ -66,6 +67,13 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     topics = []
     for topic in request.topics:
         partitions = []
+        if not authz.allowed(ctx, authz.Op.READ, authz.TOPIC, topic.name):
+            # Kafka: READ on the topic.
+            topics.append(build(m.TopicResponse, name=topic.name, partitions=tuple(
+                build(m.PartitionResponse, partition_index=index,
+                      error_code=ErrorCode.topic_authorization_failed, error_message=None,
+                      active_producers=()) for index in topic.partition_indexes)))
+            continue
         for index in topic.partition_indexes:
             partitions.append(_partition(m, ctx.broker, topic.name, index))
             await pacer.tick()

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from ...protocol import apis
 from ...protocol.codec import build, response_module
+from .. import authz
 from ..broker import RequestContext
 from ..topic_names import INTERNAL_TOPICS
 from .api_versions import NO_THROTTLE
@@ -89,8 +90,17 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
     topics: list[Any] = []
     next_cursor = None
     pacer = Pacer()
+    guarded = broker.authorizer is not None
     for name in names:
         await pacer.tick()
+        if guarded:
+            # As Metadata: DESCRIBE needed; unnamed topics one may not see are left out.
+            if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, name):
+                if requested:
+                    topics.append(_topic(m, name, ErrorCode.topic_authorization_failed,
+                                         NOT_REQUESTED))
+                continue
+            operations = authz.operations(ctx, authz.TOPIC, name, TOPIC_OPERATIONS)
         if broker.metadata.topic(name) is None:
             topics.append(_topic(m, name, ErrorCode.unknown_topic_or_partition, operations))
             continue

@@ -122,10 +122,19 @@ async def handle_offset_for_leader_epoch(request: Any, ctx: RequestContext) -> A
     m = ctx.resp
     topics = []
     pacer = Pacer()
+    # Kafka: a follower (replica_id >= 0) needs CLUSTER_ACTION, a client DESCRIBE per topic.
+    follower = getattr(request, "replica_id", -1) >= 0
     for topic in request.topics:
         results = []
+        denied = not (authz.allowed(ctx, authz.Op.CLUSTER_ACTION, authz.CLUSTER) if follower
+                      else authz.allowed(ctx, authz.Op.DESCRIBE, authz.TOPIC, topic.topic))
         for p in topic.partitions:
             await pacer.tick()
+            if denied:
+                results.append(build(m.EpochEndOffset, partition=p.partition, leader_epoch=-1,
+                                     error_code=ErrorCode.topic_authorization_failed,
+                                     end_offset=-1))
+                continue
             code, epoch, end_offset = _epoch_end(ctx, topic.topic, p)
             results.append(build(m.EpochEndOffset, error_code=code, partition=p.partition,
                                  leader_epoch=epoch, end_offset=end_offset))

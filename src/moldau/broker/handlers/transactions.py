@@ -182,6 +182,8 @@ async def handle_describe(request: Any, ctx: RequestContext) -> Any:
     states = []
     for transactional_id in request.transactional_ids:
         code, meta = ctx.broker.transactions.describe(transactional_id)
+        if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TXN_ID, transactional_id):
+            code, meta = ErrorCode.transactional_id_authorization_failed, None
         if meta is None:
             states.append(build(m.TransactionState, error_code=code,
                                 transactional_id=transactional_id, transaction_state="",
@@ -241,6 +243,8 @@ async def handle_list(request: Any, ctx: RequestContext) -> Any:
                 continue  # Kafka's test, on the start time whatever the state
             if pattern is not None and pattern.fullmatch(meta.transactional_id) is None:
                 continue
+            if not authz.allowed(ctx, authz.Op.DESCRIBE, authz.TXN_ID, meta.transactional_id):
+                continue  # Kafka lists only the ids one may describe
             found.append(build(m.TransactionState, transactional_id=meta.transactional_id,
                                producer_id=cur.producer_id,
                                transaction_state=meta.state.display))

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from ...coordinator.manager import CommittedOffset
 from ...coordinator.offsets import TopicPartition
 from ...protocol.codec import build
+from .. import authz
 from ..broker import RequestContext, now_ms
 from .api_versions import NO_THROTTLE
 from .groups import loading_error
@@ -33,6 +34,13 @@ async def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
     code = ErrorCode.invalid_group_id if not request.group_id \
         else loading_error(ctx, request.group_id)
     errors: dict[TopicPartition, ErrorCode]
+    # The transactional id and the group are checked before (authz.WHOLE_REQUEST); each
+    # topic needs READ, and a refused one fails alone (Kafka).
+    denied = {t.name for t in request.topics
+              if not authz.allowed(ctx, authz.Op.READ, authz.TOPIC, t.name)}
+    refused = {(o.topic, o.partition): ErrorCode.topic_authorization_failed
+               for o in offsets if o.topic in denied}
+    offsets = [o for o in offsets if o.topic not in denied]
     if code is not None:
         errors = {(o.topic, o.partition): code for o in offsets}
     else:
@@ -46,6 +54,7 @@ async def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
             offsets,
             now_ms(),
         )
+    errors = {**errors, **refused}
     topics = tuple(
         build(m.TxnOffsetCommitResponseTopic, name=t.name, partitions=tuple(
             build(m.TxnOffsetCommitResponsePartition, partition_index=p.partition_index,
