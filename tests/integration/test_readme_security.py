@@ -57,9 +57,8 @@ def test_securing_a_broker_from_nothing(tmp_path: Path, kcat: str) -> None:
         for command in commands:
             line = command.replace(":9092", f":{plain}").replace(":9094", f":{secure}")
             if command.startswith("moldau broker"):
-                broker = subprocess.Popen(["bash", "-c", f"exec {line}"], cwd=tmp_path, env=env,
-                                          stdout=subprocess.DEVNULL,
-                                          stderr=open(tmp_path / "broker.log", "wb"))
+                broker = subprocess.Popen(["bash", "-c", f"exec {line} 2>broker.log"],
+                                          cwd=tmp_path, env=env, stdout=subprocess.DEVNULL)
                 wait_for_port(secure, broker)
                 continue
             result = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=tmp_path,

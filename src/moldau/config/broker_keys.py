@@ -20,6 +20,7 @@ meaning "generate" or "required"), ``listeners`` to ``PLAINTEXT://127.0.0.1:9092
 
 from __future__ import annotations
 
+from .authorizer_keys import AUTHORIZER_KEYS
 from .definitions import (
     INT_MAX,
     LONG_MAX,
@@ -33,7 +34,6 @@ from .definitions import (
     index_keys,
 )
 from .listeners import MetricsListenerFormat
-from .authorizer_keys import AUTHORIZER_KEYS
 from .security_keys import SECURITY_KEYS
 from .topic_keys import (
     CLEANUP_POLICIES,
