@@ -62,11 +62,12 @@ def test_an_acl_made_on_one_broker_applies_on_all_within_a_second(
     brokers = start(make_broker, zk_connect)
     first = brokers[0][0]
     admin = AdminClient({"bootstrap.servers": first.bootstrap})
-    admin.create_topics([NewTopic(topic_name, 3, 1)])[topic_name].result(timeout=30)
+    # Three replicas each: followers fetch as User:ANONYMOUS (a super user: CLUSTER_ACTION).
+    admin.create_topics([NewTopic(topic_name, 3, 3)])[topic_name].result(timeout=30)
     alice = {"bootstrap.servers": f"127.0.0.1:{brokers[1][1]}",
              "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
              "sasl.username": "alice", "sasl.password": "alice-pw",
-             "enable.idempotence": False, "message.timeout.ms": 5000}
+             "enable.idempotence": False, "message.timeout.ms": 10000, "acks": "all"}
 
     def produce_to_every_partition() -> list[KafkaError | None]:
         errors: list[KafkaError | None] = []
@@ -87,7 +88,7 @@ def test_an_acl_made_on_one_broker_applies_on_all_within_a_second(
     eventually(lambda: all(acl_count(b, "User:alice") == 1 for b, _ in brokers), timeout=5,
                what="the ACL on every broker")
     assert time.monotonic() - made < 1.0
-    # Every partition leader lets alice write now.
+    # Every partition leader lets alice write now, and its followers replicate (acks=all).
     assert produce_to_every_partition() == [None, None, None]
     # Kafka 3.9's znodes.
     with raw_client(zk_connect) as zk:
