@@ -375,6 +375,12 @@ def test_prefixed_acls_and_deny_wins(acl_broker: AclBroker) -> None:
     errors = produce(carol, denied, 1)
     assert errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert end_offset(acl_broker, denied) == 0
+    # WRITE without CREATE does not create a topic (Metadata refuses its auto-creation).
+    missing = prefix + "missing"
+    errors = produce(carol, missing, 1)
+    assert errors[0] is not None and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    admin = acl_broker.admin()
+    assert missing not in admin.list_topics(timeout=10).topics
 
 
 def test_hosts_must_match(acl_broker: AclBroker) -> None:

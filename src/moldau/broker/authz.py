@@ -125,12 +125,15 @@ def may_create_topic(ctx: RequestContext, name: str) -> bool:
     return allowed(ctx, Op.CREATE, CLUSTER) or allowed(ctx, Op.CREATE, TOPIC, name)
 
 
-def may_write(ctx: RequestContext, name: str) -> bool:
-    """WRITE on the topic; a topic that does not exist yet (moldau creates it on first use
-    with ``auto.create.topics.enable``) also needs CREATE."""
-    if not allowed(ctx, Op.WRITE, TOPIC, name):
-        return False
-    return ctx.broker.metadata.topic(name) is not None or may_create_topic(ctx, name)
+def produce_refusal(ctx: RequestContext, topic: str) -> tuple[ErrorCode | None, str | None]:
+    """Why a Produce to ``topic`` is refused (None: it is not): WRITE is needed; a topic
+    that does not exist yet is created on first use only with CREATE too (Kafka never
+    creates on Produce and answers UNKNOWN_TOPIC_OR_PARTITION, as here without CREATE)."""
+    if not allowed(ctx, Op.WRITE, TOPIC, topic):
+        return ErrorCode.topic_authorization_failed, None
+    if ctx.broker.metadata.topic(topic) is None and not may_create_topic(ctx, topic):
+        return ErrorCode.unknown_topic_or_partition, f"Topic '{topic}' does not exist."
+    return None, None
 
 
 def gated(handler: Handler, *checks: Check) -> Handler:

@@ -279,9 +279,9 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         refused, verified = await _verify_transactional(ctx, request)
     for topic_data in request.topic_data:
         name, code, message = _topic_name(broker, topic_data)
-        if code is None and broker.authorizer is not None and not authz.may_write(ctx, name):
-            code, message = ErrorCode.topic_authorization_failed, None
-        elif code is None and acks not in (0, 1, -1):
+        if code is None and broker.authorizer is not None:
+            code, message = authz.produce_refusal(ctx, name)
+        if code is None and acks not in (0, 1, -1):
             code, message = ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1"
         elif code is None and name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
             # Only the coordinators write there; a stray record would corrupt group state.
