@@ -592,3 +592,52 @@ def test_other_apis_refuse_on_the_wire(acl_broker: AclBroker) -> None:
         assert txn in str(admin_client.list_transactions())
     finally:
         admin_client.close()
+
+
+def test_offsets_need_the_group_and_each_topic(acl_broker: AclBroker) -> None:
+    from kio.schema.offset_commit.v8.request import (
+        OffsetCommitRequest,
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
+    from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
+    from kio.static.primitive import i32, i64
+
+    from tests.integration.wire import WireClient
+
+    readable, hidden = unique("offsets-ok"), unique("offsets-hidden")
+    group, other_group = unique("anon-group"), unique("other-group")
+    for name in (readable, hidden):
+        create_topic(acl_broker, name)
+    create_acls(acl_broker, allow("User:ANONYMOUS", group, AclOperation.READ,
+                                  rtype=ResourceType.GROUP)
+                + allow("User:ANONYMOUS", readable, AclOperation.READ))
+
+    def commit(group_id: str) -> dict[str, int]:
+        request = OffsetCommitRequest(
+            group_id=group_id, generation_id_or_member_epoch=i32(-1), member_id="",
+            group_instance_id=None, topics=tuple(OffsetCommitRequestTopic(
+                name=name, partitions=(OffsetCommitRequestPartition(
+                    partition_index=i32(0), committed_offset=i64(0),
+                    committed_leader_epoch=i32(-1), committed_metadata=None),))
+                for name in (readable, hidden)))
+        with WireClient.to(f"127.0.0.1:{acl_broker.plain}") as client:
+            response = client.request(request)
+        return {t.name: int(t.partitions[0].error_code) for t in response.topics}
+
+    assert commit(other_group) == {readable: 30, hidden: 30}
+    assert commit(group) == {readable: 0, hidden: 29}
+    with WireClient.to(f"127.0.0.1:{acl_broker.plain}") as client:
+        fetched = client.request(OffsetFetchRequest(group_id=group, topics=tuple(
+            OffsetFetchRequestTopic(name=name, partition_indexes=(i32(0),))
+            for name in (readable, hidden))))
+    assert {t.name: (int(t.partitions[0].error_code), t.partitions[0].committed_offset)
+            for t in fetched.topics} == {readable: (0, 0), hidden: (29, -1)}
+    # Only the allowed partition was committed.
+    committed = Consumer({**acl_broker.conf("admin"), "group.id": group})
+    try:
+        offsets = committed.committed([TopicPartition(readable, 0), TopicPartition(hidden, 0)],
+                                      timeout=10)
+    finally:
+        committed.close()
+    assert [tp.offset for tp in offsets] == [0, -1001]

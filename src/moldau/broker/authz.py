@@ -83,7 +83,12 @@ def attach(broker: Broker, loop: asyncio.AbstractEventLoop) -> None:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(authorizer.replace_all, acls)
 
-    loop.run_in_executor(None, start)
+    def started(future: asyncio.Future[None]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.error("ACL change notifications are not watched: %s; ACLs made on other "
+                      "brokers apply here after a restart", future.exception())
+
+    loop.run_in_executor(None, start).add_done_callback(started)
 
 
 def _who(ctx: RequestContext) -> tuple[str, str]:
