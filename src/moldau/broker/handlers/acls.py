@@ -67,7 +67,7 @@ async def handle_describe(request: Any, ctx: RequestContext) -> Any:
     if authorizer is None:
         return answer(ErrorCode.security_disabled, NO_AUTHORIZER)
     if not authz.allowed(ctx, AclOperation.DESCRIBE, authz.CLUSTER):
-        return answer(ErrorCode.cluster_authorization_failed, None)
+        return answer(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
     try:
         acl_filter = _filter(request)
     except InvalidAcl as exc:
