@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import TopicAuthorizationFailedError as AioTopicAuthorizationFailed
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -264,6 +271,8 @@ def test_kafka_python_gets_kafkas_errors(acl_broker: AclBroker) -> None:
         create_acls(acl_broker, allow("User:bob", group, AclOperation.DESCRIBE,
                                       rtype=ResourceType.GROUP))
         assert [g[0] if isinstance(g, tuple) else g for g in client.list_groups()]
+        described = client.describe_groups([group], include_authorized_operations=True)
+        assert described[group]["authorized_operations"] == ["DESCRIBE"]
         assert client.delete_groups([group]) == {group: "GroupAuthorizationFailedError"}
         with pytest.raises(ClusterAuthorizationFailedError):
             client.describe_user_scram_credentials()
@@ -349,8 +358,13 @@ def test_literal_acls_let_a_user_produce_and_consume(acl_broker: AclBroker) -> N
     # DESCRIBE is implied: the topic is listed; others are not.
     listed = AdminClient(alice).list_topics(timeout=10).topics
     assert topic in listed and not any(t.startswith("super-") for t in listed)
-    # DeleteRecords needs DELETE: refused by the broker, nothing deleted.
+    # Authorized operations (KIP-430) are alice's own: READ, WRITE and the implied DESCRIBE.
     alice_admin = AdminClient(alice)
+    described = alice_admin.describe_topics(TopicCollection([topic]),
+                                            include_authorized_operations=True)
+    assert set(described[topic].result(timeout=15).authorized_operations) == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE}
+    # DeleteRecords needs DELETE: refused by the broker, nothing deleted.
     deleting = alice_admin.delete_records([TopicPartition(topic, 0, 2)])
     assert admin_error(next(iter(deleting.values()))) == \
         KafkaError.TOPIC_AUTHORIZATION_FAILED
