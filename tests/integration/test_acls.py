@@ -560,6 +560,11 @@ def test_other_apis_refuse_on_the_wire(acl_broker: AclBroker) -> None:
     from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
     from kio.schema.end_txn.v3.request import EndTxnRequest
     from kio.schema.heartbeat.v4.request import HeartbeatRequest
+    from kio.schema.list_offsets.v5.request import (
+        ListOffsetsPartition,
+        ListOffsetsRequest,
+        ListOffsetsTopic,
+    )
     from kio.schema.list_transactions.v1.request import ListTransactionsRequest
     from kio.schema.offset_for_leader_epoch.v4.request import (
         OffsetForLeaderEpochRequest,
@@ -568,13 +573,29 @@ def test_other_apis_refuse_on_the_wire(acl_broker: AclBroker) -> None:
     )
     from kio.static.primitive import i32, i64
 
+    from tests.integration.test_bad_input import fetch as wire_fetch
+    from tests.integration.test_bad_input import produce as wire_produce
+    from tests.integration.test_bad_input import values_batch
     from tests.integration.wire import WireClient
 
     topic, txn = unique("wire"), unique("wire-txn")
     create_topic(acl_broker, topic)
     transactional = Producer({**acl_broker.conf("admin"), "transactional.id": txn})
     transactional.init_transactions(15)
+    assert produce(acl_broker.conf("admin"), topic, 1) == [None]
     with WireClient.to(f"127.0.0.1:{acl_broker.plain}") as client:
+        # Produce, Fetch, ListOffsets: the topic's error, nothing appended, nothing read.
+        produced = client.request(wire_produce(topic, values_batch([b"anonymous"])))
+        assert produced.responses[0].partition_responses[0].error_code == 29
+        fetched = client.request(wire_fetch(topic, 0))
+        assert fetched.responses[0].partitions[0].error_code == 29
+        assert not fetched.responses[0].partitions[0].records
+        offsets = client.request(ListOffsetsRequest(
+            replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
+                name=topic, partitions=(ListOffsetsPartition(
+                    partition_index=i32(0), current_leader_epoch=i32(-1),
+                    timestamp=i64(-1)),)),)))
+        assert offsets.topics[0].partitions[0].error_code == 29
         producers = client.request(DescribeProducersRequest(topics=(
             ProducersTopic(name=topic, partition_indexes=(i32(0),)),)))
         assert producers.topics[0].partitions[0].error_code == 29
@@ -600,6 +621,7 @@ def test_other_apis_refuse_on_the_wire(acl_broker: AclBroker) -> None:
         elect = client.request(ElectLeadersRequest(election_type=0, topic_partitions=None,
                                                    timeout=datetime.timedelta(seconds=10)))
         assert elect.error_code == 31
+    assert end_offset(acl_broker, topic) == 1
     # The super user sees what ANONYMOUS may not.
     admin_client = acl_broker.kafka_python("admin")
     try:
