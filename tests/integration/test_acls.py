@@ -58,9 +58,41 @@ from kafka.errors import (
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+from kio.schema.describe_producers.v0.request import TopicRequest as ProducersTopic
+from kio.schema.describe_topic_partitions.v0.request import (
+    DescribeTopicPartitionsRequest,
+)
+from kio.schema.describe_topic_partitions.v0.request import TopicRequest as PartitionsTopic
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.schema.end_txn.v3.request import EndTxnRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.list_offsets.v5.request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+from kio.schema.offset_commit.v8.request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from kio.static.primitive import i32, i64
 
 from tests.helpers.broker_process import BrokerProcess, free_port
 from tests.helpers.cli import one_line_error, run_moldau
+from tests.integration.test_bad_input import fetch as wire_fetch
+from tests.integration.test_bad_input import produce as wire_produce
+from tests.integration.test_bad_input import values_batch
+from tests.integration.wire import WireClient
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'username="admin" password="admin-pw" user_admin="admin-pw" '
@@ -550,34 +582,6 @@ def test_cli_without_the_right_acls_or_authorizer(acl_broker: AclBroker,
 
 
 def test_other_apis_refuse_on_the_wire(acl_broker: AclBroker) -> None:
-    from kio.schema.describe_producers.v0.request import DescribeProducersRequest
-    from kio.schema.describe_producers.v0.request import TopicRequest as ProducersTopic
-    from kio.schema.describe_topic_partitions.v0.request import (
-        DescribeTopicPartitionsRequest,
-    )
-    from kio.schema.describe_topic_partitions.v0.request import TopicRequest as PartitionsTopic
-    from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
-    from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
-    from kio.schema.end_txn.v3.request import EndTxnRequest
-    from kio.schema.heartbeat.v4.request import HeartbeatRequest
-    from kio.schema.list_offsets.v5.request import (
-        ListOffsetsPartition,
-        ListOffsetsRequest,
-        ListOffsetsTopic,
-    )
-    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
-    from kio.schema.offset_for_leader_epoch.v4.request import (
-        OffsetForLeaderEpochRequest,
-        OffsetForLeaderPartition,
-        OffsetForLeaderTopic,
-    )
-    from kio.static.primitive import i32, i64
-
-    from tests.integration.test_bad_input import fetch as wire_fetch
-    from tests.integration.test_bad_input import produce as wire_produce
-    from tests.integration.test_bad_input import values_batch
-    from tests.integration.wire import WireClient
-
     topic, txn = unique("wire"), unique("wire-txn")
     create_topic(acl_broker, topic)
     transactional = Producer({**acl_broker.conf("admin"), "transactional.id": txn})
@@ -631,16 +635,6 @@ def test_other_apis_refuse_on_the_wire(acl_broker: AclBroker) -> None:
 
 
 def test_offsets_need_the_group_and_each_topic(acl_broker: AclBroker) -> None:
-    from kio.schema.offset_commit.v8.request import (
-        OffsetCommitRequest,
-        OffsetCommitRequestPartition,
-        OffsetCommitRequestTopic,
-    )
-    from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
-    from kio.static.primitive import i32, i64
-
-    from tests.integration.wire import WireClient
-
     readable, hidden = unique("offsets-ok"), unique("offsets-hidden")
     group, other_group = unique("anon-group"), unique("other-group")
     for name in (readable, hidden):
