@@ -91,20 +91,3 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
                           "or ssl.truststore.certificates)")
     return context
 
-
-_SHORT_NAMES = {
-    "commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
-    "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
-    "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID",
-}
-
-
-def subject_name(peercert: dict[str, object]) -> str:
-    """A certificate subject as Kafka's default principal prints it (RFC 2253 order:
-    most specific first, e.g. ``CN=alice,OU=eng,O=acme``)."""
-    subject = peercert.get("subject") or ()
-    parts = []
-    assert isinstance(subject, tuple)
-    for rdn in reversed(subject):
-        parts.append("+".join(f"{_SHORT_NAMES.get(k, k)}={v}" for k, v in rdn))
-    return ",".join(parts)
