@@ -181,3 +181,29 @@ def parse_client_first(message: bytes) -> tuple[str, str]:
                                f"{auth_match.group('scheme')}")
     authzid = (match.group("authzid") or "").replace("=2C", ",").replace("=3D", "=")
     return authzid, auth_match.group("token")
+
+
+def unsecured_login_token(options: dict[str, str], now_s: float | None = None) -> str:
+    """A token as Kafka's unsecured login module makes one from its JAAS options (a broker's
+    own OAUTHBEARER login to its peers): ``unsecuredLoginStringClaim_<name>``,
+    ``unsecuredLoginNumberClaim_<name>``, ``unsecuredLoginListClaim_<name>`` (the first
+    character separates the items), ``unsecuredLoginLifetimeSeconds`` (3600)."""
+    now = int(time.time() if now_s is None else now_s)
+    lifetime = int(options.get("unsecuredLoginLifetimeSeconds", "3600") or 3600)
+    claims: dict[str, Any] = {"iat": now, "exp": now + lifetime}
+    for key, value in options.items():
+        kind, _, name = key.partition("Claim_")
+        if not name:
+            continue
+        if kind == "unsecuredLoginString":
+            claims[name] = value
+        elif kind == "unsecuredLoginNumber":
+            claims[name] = float(value) if "." in value else int(value)
+        elif kind == "unsecuredLoginList" and value:
+            claims[name] = [item for item in value[1:].split(value[0]) if item]
+
+    def part(obj: dict[str, Any]) -> str:
+        raw = json.dumps(obj, separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none'})}.{part(claims)}."

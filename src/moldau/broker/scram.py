@@ -175,3 +175,43 @@ class ScramServer:
         server_signature = hmac.digest(credential.server_key, auth_message, self._digest)
         self._state = "done"
         return b"v=" + base64.b64encode(server_signature)
+
+
+class ScramClient:
+    """The client side of one SCRAM exchange (a broker authenticating to its peers), sans
+    I/O: :meth:`first`, then :meth:`final` with the server-first message, then
+    :meth:`verify` with the server-final one (which proves the server knew the credential)."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self._digest = MECHANISMS[mechanism][0]
+        self._password = password
+        name = username.replace("=", "=3D").replace(",", "=2C")
+        self._bare = f"n={name},r={secrets.token_urlsafe(24)}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        message = server_first.decode("utf-8", errors="replace")
+        attrs = _attributes(message)
+        nonce, salt, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "")
+        if not nonce.startswith(_attributes(self._bare)["r"]) or not salt or \
+                not iterations.isdigit():
+            raise ScramError(f"invalid SCRAM server-first message {message[:60]!r}")
+        salted = hashlib.pbkdf2_hmac(self._digest, self._password.encode(),
+                                     base64.b64decode(salt), int(iterations))
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
+        auth_message = f"{self._bare},{message},{without_proof}".encode()
+        client_key = hmac.digest(salted, b"Client Key", self._digest)
+        signature = hmac.digest(hashlib.new(self._digest, client_key).digest(), auth_message,
+                                self._digest)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac.digest(salted, b"Server Key", self._digest)
+        self._server_signature = hmac.digest(server_key, auth_message, self._digest)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        expected = b"v=" + base64.b64encode(self._server_signature)
+        if not hmac.compare_digest(server_final, expected):
+            raise ScramError("the server's SCRAM signature is wrong")

@@ -34,6 +34,7 @@ USED_KEYS: frozenset[str] = frozenset({
     "ssl.keystore.certificate.chain", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.certificates", "ssl.client.auth", "sasl.jaas.config",
     "sasl.enabled.mechanisms", "connections.max.reauth.ms", "ssl.principal.mapping.rules",
+    "ssl.endpoint.identification.algorithm", "sasl.mechanism.inter.broker.protocol",
 })
 
 
