@@ -231,3 +231,11 @@ def test_ssl_mtls_cluster(make_broker: MakeBroker, zk_connect: str, pki: Pki) ->
               "ssl.key.location": str(pki.client_key)}
     cluster = _start(make_broker, zk_connect, pki, _mtls, client)
     _exercise(cluster)
+
+
+def test_user_add_with_unreachable_zookeeper_is_one_line() -> None:
+    result = run_moldau("user", "add", "x", "--password", "pw", "--zookeeper",
+                        f"127.0.0.1:{free_port()}", "--timeout", "2")
+    assert result.returncode != 0
+    assert "cannot write user 'x' to ZooKeeper at 127.0.0.1:" in result.stderr
+    assert "Traceback" not in result.stderr
