@@ -22,6 +22,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from tests.conftest import MakeBroker
 from tests.helpers.broker_process import BrokerProcess, free_port
 from tests.helpers.unsecured_jwt import client_first_message, encode_part, unsecured_token
+from tests.integration.unauthenticated_writes import refused_then_nothing_written
 from tests.integration.wire import ConnectionClosed, WireClient
 
 JAAS = ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
@@ -171,6 +172,17 @@ def test_bad_token_gets_the_error_json_then_fails(oauth_broker: OAuthBroker, tok
         assert time.monotonic() < deadline, f"no log line for {reason!r}"
         time.sleep(0.05)
     oauth_broker.others_served()
+
+
+def test_refused_token_writes_nothing(oauth_broker: OAuthBroker) -> None:
+    def bad_input(client: WireClient) -> None:
+        client.request(SaslHandshakeRequest(mechanism="OAUTHBEARER"))
+        token = unsecured_token(header={"alg": "HS256"}, scope="kafka")
+        client.request(SaslAuthenticateRequest(auth_bytes=client_first_message(token)))
+        assert client.request(SaslAuthenticateRequest(auth_bytes=b"\x01")).error_code == 58
+
+    with WireClient("127.0.0.1", oauth_broker.sasl) as client:
+        refused_then_nothing_written(client, bad_input, oauth_broker.librdkafka())
 
 
 def test_garbage_client_message_fails_with_kafkas_words(oauth_broker: OAuthBroker) -> None:
