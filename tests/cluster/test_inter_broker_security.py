@@ -143,6 +143,9 @@ def _exercise(cluster: SecureCluster) -> None:
     producer.commit_transaction(30)
     assert sorted(_read_committed(cluster, topic, PARTITIONS)) == \
         [b"txn-%d" % p for p in range(PARTITIONS)]
+    for broker in cluster.brokers:  # markers and KIP-890 checks reached their peers
+        log = broker.stderr_text()
+        assert "unreachable" not in log and "peer refused" not in log, log[-2000:]
 
     leader = cluster.partitions(first, topic)[0][0]
     acked: list[bytes] = []
