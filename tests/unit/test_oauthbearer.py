@@ -12,6 +12,7 @@ from moldau.broker.oauthbearer import (
     MalformedMessage,
     ValidatorOptions,
     parse_client_first,
+    unsecured_login_token,
     validate,
 )
 from moldau.broker.sasl import OAuthBearerExchange, SaslFailure
@@ -110,3 +111,13 @@ def test_malformed_message_fails_with_the_generic_answer() -> None:
     with pytest.raises(SaslFailure) as caught:
         OAuthBearerExchange(DEFAULTS).step(b"\xff\xfe garbage")
     assert caught.value.client_message is None
+
+
+def test_unsecured_login_token_from_jaas_options() -> None:
+    token = unsecured_login_token({"unsecuredLoginStringClaim_sub": "broker",
+                                   "unsecuredLoginListClaim_scope": ",kafka,,admin",
+                                   "unsecuredLoginNumberClaim_level": "3",
+                                   "unsecuredLoginLifetimeSeconds": "120"})
+    validated = validate(token, ValidatorOptions(required_scope=("kafka", "admin")))
+    assert validated.principal == "broker" and validated.scope == {"kafka", "admin"}
+    assert abs(validated.expires_ms - (time.time() + 120) * 1000) < 2000
