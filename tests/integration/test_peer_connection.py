@@ -144,3 +144,11 @@ def test_tls_host_name_is_checked_unless_identification_is_off(target: Target) -
     off = _connector(target.tls, "SSL", **trust,
                      **{"ssl.endpoint.identification.algorithm": ""})
     assert asyncio.run(via_localhost(off)).brokers
+
+
+def test_refused_oauthbearer_token_is_an_authentication_error(target: Target) -> None:
+    # An expired token: the broker answers the error JSON, then fails the exchange.
+    connector = _sasl(target, "OAUTHBEARER", 'x required unsecuredLoginStringClaim_sub="peer" '
+                      'unsecuredLoginLifetimeSeconds="-10";')
+    with pytest.raises(PeerAuthenticationError, match='"status":"invalid_token"'):
+        asyncio.run(_two_requests(connector, target.sasl, 0))

@@ -123,8 +123,11 @@ class _Exchange:
             yield _Token(b"\0" + option("username").encode() + b"\0" +
                          option("password").encode())
         elif self._mechanism == "OAUTHBEARER":
-            token = unsecured_login_token(dict(self._security.jaas))
-            yield _Token(f"n,,\x01auth=Bearer {token}\x01\x01".encode())
+            login = _Token(f"n,,\x01auth=Bearer {unsecured_login_token(dict(self._security.jaas))}"
+                           "\x01\x01".encode())
+            yield login
+            if login.received:  # RFC 7628's error JSON: acknowledge, the failure follows
+                yield _Token(b"\x01")
         else:
             client = ScramClient(self._mechanism, option("username"), option("password"))
             first = _Token(client.first())
