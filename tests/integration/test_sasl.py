@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from tests.conftest import MakeBroker
 from tests.helpers.broker_process import BrokerProcess, free_port
+from tests.integration.unauthenticated_writes import refused_then_nothing_written
 from tests.integration.wire import ConnectionClosed, WireClient
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -333,3 +334,30 @@ def test_session_lifetime_and_reauthentication(make_broker: MakeBroker) -> None:
         time.sleep(1.7)
         with pytest.raises(ConnectionClosed):
             client.request(metadata)
+
+
+def _bad_handshake(mechanism: str) -> Callable[[WireClient], None]:
+    def send(client: WireClient) -> None:
+        assert client.request(SaslHandshakeRequest(mechanism=mechanism)).error_code == 33
+    return send
+
+
+def _bad_token(mechanism: str, token: bytes) -> Callable[[WireClient], None]:
+    def send(client: WireClient) -> None:
+        assert client.request(SaslHandshakeRequest(mechanism=mechanism)).error_code == 0
+        assert client.request(SaslAuthenticateRequest(auth_bytes=token)).error_code == 58
+    return send
+
+
+@pytest.mark.parametrize("bad_input", [
+    _bad_token("SCRAM-SHA-512", b"\xff\x00garbage"),
+    _bad_token("PLAIN", b"\0alice\0wrong-pw"),
+    _bad_handshake("GSSAPI"),
+], ids=["garbage-scram-token", "wrong-plain-password", "unknown-mechanism"])
+def test_refused_client_writes_nothing_and_others_are_served(
+        sasl_broker: SaslBroker, bad_input: Callable[[WireClient], None]) -> None:
+    good = sasl_broker.conf("PLAIN", "alice", "alice-pw")
+    with _wire(sasl_broker) as client:
+        refused_then_nothing_written(client, bad_input, good)
+    assert AdminClient({"bootstrap.servers": f"127.0.0.1:{sasl_broker.plain}"}).list_topics(
+        timeout=10).brokers

@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.helpers.broker_process import BrokerProcess, free_port
+from tests.integration.unauthenticated_writes import refused_then_nothing_written
 from tests.integration.wire import WireClient
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -246,6 +247,12 @@ def test_plaintext_request_on_tls_port_closes_that_connection(tls_broker: TlsBro
         assert client.wait_closed()
     assert "TLS handshake failed with /127.0.0.1 (listener SSL)" in \
         tls_broker.process.stderr_text()
+    tls_broker.plaintext_still_serves()
+
+
+def test_plaintext_produce_on_tls_port_writes_nothing(tls_broker: TlsBroker) -> None:
+    with WireClient("127.0.0.1", tls_broker.ssl_port) as client:
+        refused_then_nothing_written(client, lambda _client: None, tls_broker.ssl_conf())
     tls_broker.plaintext_still_serves()
 
 

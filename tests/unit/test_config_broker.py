@@ -19,6 +19,7 @@ from moldau.config import (
     describe_broker_configs,
 )
 from moldau.config import broker as broker_module
+from moldau.config.inter_broker import inter_broker_security
 
 
 def test_defaults() -> None:
@@ -210,6 +211,21 @@ def test_listeners_parsing() -> None:
     assert cfg.inter_broker_listener_name == "PLAINTEXT"
 
 
+def test_inter_broker_listener_from_security_protocol() -> None:
+    cfg = BrokerConfig({"listeners": "PLAINTEXT://h:1,SASL_SSL://h:2",
+                        "security.inter.broker.protocol": "SASL_SSL",
+                        "zookeeper.connect": "z:2181",
+                        "sasl.enabled.mechanisms": "PLAIN",
+                        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                        "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                            'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="b" password="p" user_b="p";'})
+    assert cfg.inter_broker_listener_name == "SASL_SSL"
+    security = inter_broker_security(cfg)
+    assert (security.protocol, security.mechanism, security.option("username")) == \
+        ("SASL_SSL", "PLAIN", "b")
+
+
 def test_wildcard_listener_advertises_canonical_hostname(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -231,8 +247,19 @@ def test_wildcard_listener_advertises_canonical_hostname(
         ({"listeners": "A://h:1", "listener.security.protocol.map": "A:PLAINTEXT",
           "inter.broker.listener.name": "B"}, "must be a listener name"),
         ({"listeners": "SASL_PLAINTEXT://h:1"}, "offers none of the SASL mechanisms"),
-        ({"listeners": "SSL://h:1", "zookeeper.connect": "z:2181"},
-         "reach each other over a PLAINTEXT listener only"),
+        ({"listeners": "SASL_SSL://h:1", "zookeeper.connect": "z:2181",
+          "sasl.enabled.mechanisms": "SCRAM-SHA-512"},
+         "sasl.mechanism.inter.broker.protocol must be a mechanism the listener enables"),
+        ({"listeners": "SASL_SSL://h:1", "zookeeper.connect": "z:2181",
+          "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+          "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"},
+         r"listener\.name\.sasl_ssl\.scram-sha-512\.sasl\.jaas\.config\) needs username "
+         "and password"),
+        ({"listeners": "A://h:1,SSL://h:2", "listener.security.protocol.map": "A:PLAINTEXT,SSL:SSL",
+          "inter.broker.listener.name": "A", "security.inter.broker.protocol": "SSL"},
+         "Only one of inter.broker.listener.name and security.inter.broker.protocol"),
+        ({"listeners": "A://h:1", "listener.security.protocol.map": "A:PLAINTEXT",
+          "security.inter.broker.protocol": "SSL"}, "no listener named SSL"),
         ({"listeners": "PLAINTEXT://h:1,PLAINTEXT://h:2"}, "different name"),
         ({"listeners": "PLAINTEXT://h:1,SSL://h:1"}, "different port"),
         ({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"}, "nonroutable"),

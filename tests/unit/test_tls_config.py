@@ -1,4 +1,4 @@
-"""Listener TLS contexts from Kafka's PEM keys, and the principal of a client certificate."""
+"""Listener TLS contexts from Kafka's PEM keys."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import trustme
 
 from moldau.config import BrokerConfig, ConfigError
-from moldau.config.tls import server_context, subject_name
+from moldau.config.tls import server_context
 
 LISTENERS = {"listeners": "SSL://127.0.0.1:9093"}
 
@@ -46,8 +46,3 @@ def test_client_auth_without_trust_store_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="need a trust store"):
         server_context(config, "SSL")
 
-
-def test_subject_in_rfc2253_order() -> None:
-    peercert = {"subject": ((("countryName", "DE"),), (("organizationName", "acme"),),
-                            (("commonName", "alice"),))}
-    assert subject_name(peercert) == "CN=alice,O=acme,C=DE"

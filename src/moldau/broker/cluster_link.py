@@ -54,12 +54,16 @@ from ..replica.fetcher import ReplicaFetchers
 from . import partition_files
 from .errors import ApiError, ClusterStartError
 from .group_service import OFFSETS_TOPIC
+from .peer_connection import PeerConnector
 from .transaction_service import TXN_TOPIC
 
 if TYPE_CHECKING:
     from .broker import Broker
 
 log = logging.getLogger(__name__)
+
+#: How long a replica fetcher's connection and authentication to its leader may take.
+PEER_CONNECT_TIMEOUT_S = 10.0
 
 
 class PartitionView:
@@ -95,6 +99,8 @@ class ClusterLink:
         #: cannot rejoin an ISR the controller just took it out of.
         self.shutting_down = False
         self.fetchers: ReplicaFetchers | None = None
+        #: Every connection to a peer goes through it (inter-broker TLS and SASL).
+        self.connector = PeerConnector(config)
         self.store = ZkMetadataStore(
             config.zookeeper_connect, self.node_id,
             session_timeout_ms=config.zookeeper_session_timeout_ms,
@@ -159,8 +165,10 @@ class ClusterLink:
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """The event loop runs: apply every known state and catch up on topic changes."""
         self._loop = loop
-        self.fetchers = ReplicaFetchers(self.node_id, self._endpoint_of, broker_now_ms,
-                                        self._broker.replicas.throttles.follower)
+        self.fetchers = ReplicaFetchers(
+            self.node_id, self._endpoint_of, broker_now_ms,
+            self._broker.replicas.throttles.follower,
+            lambda address: self.connector.connect(address, PEER_CONNECT_TIMEOUT_S))
         self._broker.replicas.propose_isr = self._propose_isr
         self._dirty.update(self.store.topics())
         self._schedule_sync()

@@ -116,7 +116,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._client_host = f"/{peer[0]}" if peer else ""
-        self.session.transport_ready(transport)
+        if not self.session.transport_ready(transport, self._network.broker.config):
+            transport.close()
         self._network.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -42,7 +42,6 @@ from kio.schema.errors import ErrorCode
 
 from ..protocol.apis import CONTROLLED_SHUTDOWN
 from ..protocol.schemas import request_schema
-from ..replica.fetcher import BrokerConnection
 from .broker import now_ms
 
 if TYPE_CHECKING:
@@ -122,9 +121,7 @@ async def _attempt(link: ClusterLink, attempt: int, wait_s: float) -> _Outcome:
     cls = request_schema(CONTROLLED_SHUTDOWN, VERSION)
     request = cls(broker_id=link.node_id, broker_epoch=link.store.broker_epoch)
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(*address),
-                                                REQUEST_TIMEOUT_S)
-        conn = BrokerConnection(reader, writer)
+        conn = await link.connector.connect(address, REQUEST_TIMEOUT_S)
         try:
             response = await asyncio.wait_for(conn.request(request), REQUEST_TIMEOUT_S)
         finally:

@@ -1,7 +1,8 @@
 """Requests from this broker to other brokers of the cluster (WriteTxnMarkers,
 AddPartitionsToTxn for KIP-890 verification).
 
-One connection per peer, opened on first use and reopened after any failure. A connection
+One connection per peer (through the cluster's inter-broker connector: TLS and SASL as the
+inter-broker listener asks), opened on first use and reopened after any failure. A connection
 answers in order, so requests to one peer take turns (a lock); different peers run in
 parallel. A failed or timed-out request closes the connection (a late answer would otherwise
 be read as the answer to the next request) and raises to the caller, which decides whether to
@@ -54,10 +55,10 @@ class PeerClients:
         peer = self._peers.setdefault(broker_id, _Peer())
         async with peer.lock:
             if peer.conn is None:
-                host, port = self._address(broker_id)
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                        CONNECT_TIMEOUT_S)
-                peer.conn = BrokerConnection(reader, writer)
+                cluster = self.broker.cluster
+                assert cluster is not None  # _address raised otherwise
+                peer.conn = await cluster.connector.connect(self._address(broker_id),
+                                                            CONNECT_TIMEOUT_S)
             try:
                 return await asyncio.wait_for(peer.conn.request(request_obj), timeout_s)
             except BaseException as exc:  # cancelled too: the stream is out of step now

@@ -3,8 +3,10 @@
 PLAIN checks the password against the ``user_<name>`` entries of the listener's JAAS config
 (as Kafka's PlainLoginModule does; passwords in the config file, meant for development and
 tests). SCRAM-SHA-256/512 check against the salted credentials of the metadata store (see
-:mod:`.scram`). Every failure reads the same to the client (:data:`FAILED_MESSAGE`), so that
-it learns nothing about which part was wrong; the reason goes to the broker's log only.
+:mod:`.scram`). OAUTHBEARER validates unsecured JWS tokens as Kafka's development-only
+default validator does (see :mod:`.oauthbearer`). Every failure reads the same to the client
+(:func:`failed_message`), so that it learns nothing about which part was wrong (OAUTHBEARER's
+RFC 7628 error JSON excepted, as in Kafka); the reason goes to the broker's log only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from ..config.jaas import parse_jaas_options, plain_users
 from ..config.listeners import SASL_MECHANISMS
+from .oauthbearer import InvalidToken, MalformedMessage, ValidatorOptions, parse_client_first
+from .oauthbearer import validate as validate_token
 from .scram import ScramCredential, ScramError, ScramServer
 
 if TYPE_CHECKING:
@@ -34,7 +38,12 @@ def failed_message(mechanism: str) -> str:
 
 
 class SaslFailure(Exception):
-    """The client failed to authenticate; the message is for the log, not for the client."""
+    """The client failed to authenticate; the message is for the log. ``client_message``,
+    when set, replaces Kafka's generic words in the answer (OAUTHBEARER's error JSON)."""
+
+    def __init__(self, reason: str, client_message: str | None = None) -> None:
+        super().__init__(reason)
+        self.client_message = client_message
 
 
 class SaslExchange(Protocol):
@@ -45,6 +54,12 @@ class SaslExchange(Protocol):
 
     @property
     def username(self) -> str: ...
+
+    @property
+    def credential_expires_ms(self) -> int | None:
+        """When the credential expires (ms since the epoch; None: never), which bounds the
+        session (KIP-368)."""
+        ...
 
     def step(self, token: bytes) -> bytes:
         """The response to one client token; SaslFailure when the client fails."""
@@ -62,6 +77,7 @@ class PlainExchange:
     """RFC 4616: one token ``authzid NUL user NUL password``, an empty answer."""
 
     mechanism = "PLAIN"
+    credential_expires_ms = None
 
     def __init__(self, users: dict[str, str]) -> None:
         self._users = users
@@ -94,6 +110,8 @@ class PlainExchange:
 class ScramExchange:
     """An adapter of :class:`~.scram.ScramServer` to :class:`SaslExchange`."""
 
+    credential_expires_ms = None
+
     def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None],
                  secret: bytes) -> None:
         self.mechanism = mechanism
@@ -112,6 +130,51 @@ class ScramExchange:
             return self._server.step(token)
         except ScramError as exc:
             raise SaslFailure(str(exc)) from None
+
+
+class OAuthBearerExchange:
+    """RFC 7628 with unsecured JWS tokens (see :mod:`.oauthbearer`): one client message with
+    the token; a bad token gets the error JSON as a challenge, then fails on the client's
+    0x01 reply (or on anything else)."""
+
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, options: ValidatorOptions | str) -> None:
+        #: The validator's options, or why the JAAS options cannot make them.
+        self._options = options
+        self._error: str | None = None
+        self._reason = ""
+        self.username = ""
+        self.complete = False
+        self.credential_expires_ms: int | None = None
+
+    def step(self, token: bytes) -> bytes:
+        if self.complete:
+            raise SaslFailure("OAUTHBEARER exchange already complete")
+        if self._error is not None:
+            raise SaslFailure(f"invalid token: {self._reason}", self._error)
+        if isinstance(self._options, str):
+            raise SaslFailure("Authentication could not be performed due to an internal error "
+                              f"on the server: {self._options}")
+        try:
+            authzid, value = parse_client_first(token)
+        except MalformedMessage as exc:
+            raise SaslFailure(str(exc)) from None
+        try:
+            validated = validate_token(value, self._options)
+        except InvalidToken as exc:
+            self._error = exc.challenge()
+            self._reason = str(exc)
+            return self._error.encode()
+        if authzid and authzid != validated.principal:
+            message = (f"Authentication failed: Client requested an authorization id "
+                       f"({authzid}) that is different from the token's principal name "
+                       f"({validated.principal})")
+            raise SaslFailure(message, message)
+        self.username = validated.principal
+        self.credential_expires_ms = validated.expires_ms
+        self.complete = True
+        return b""
 
 
 def scram_lookup(store: MetadataStore, mechanism: str
@@ -136,4 +199,11 @@ def new_exchange(config: BrokerConfig, store: MetadataStore, listener: str, mech
         jaas = config.listener_setting(listener, "sasl.jaas.config", "PLAIN")
         users = plain_users(parse_jaas_options("sasl.jaas.config", str(jaas))) if jaas else {}
         return PlainExchange(users)
+    if mechanism == "OAUTHBEARER":
+        jaas = config.listener_setting(listener, "sasl.jaas.config", mechanism)
+        options = parse_jaas_options("sasl.jaas.config", str(jaas)) if jaas else {}
+        try:
+            return OAuthBearerExchange(ValidatorOptions.from_jaas(options))
+        except ValueError as exc:
+            return OAuthBearerExchange(str(exc))
     return ScramExchange(mechanism, scram_lookup(store, mechanism), secret)

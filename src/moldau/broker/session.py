@@ -9,16 +9,20 @@ succeeded (see :mod:`.sasl`).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config.listeners import Listener
-from ..config.tls import subject_name
+from ..config.principal_mapping import NoMatchingRule, cached_rules, certificate_dn, map_name
 from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SUPPORTED
 
 if TYPE_CHECKING:
+    from ..config import BrokerConfig
     from .sasl import SaslExchange
+
+log = logging.getLogger(__name__)
 
 #: Kafka's principal of a connection that is not authenticated (PLAINTEXT, SSL without a
 #: client certificate).
@@ -50,13 +54,28 @@ class Session:
         if not self.uses_sasl:
             self.authenticated = True
 
-    def transport_ready(self, transport: Any) -> None:
+    def transport_ready(self, transport: Any, config: BrokerConfig) -> bool:
         """On a TLS connection without SASL, the principal is the client certificate's
-        subject (Kafka's default ``ssl.principal.mapping.rules``), if it sent one."""
-        if self.uses_tls and not self.uses_sasl:
-            peercert = transport.get_extra_info("peercert")
-            if peercert:
-                self.principal = f"User:{subject_name(peercert)}"
+        subject DN mapped by ``ssl.principal.mapping.rules`` (Kafka's default: the DN
+        itself), if the client sent a certificate. False when no rule maps the DN: the
+        connection fails authentication, as in Kafka, and is to be closed."""
+        if not self.uses_tls or self.uses_sasl:
+            return True
+        ssl_object = transport.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        if not der:
+            return True
+        dn = certificate_dn(der)
+        rules = config.listener_setting(self.listener.name, "ssl.principal.mapping.rules")
+        try:
+            self.principal = f"User:{map_name(cached_rules(str(rules or 'DEFAULT')), dn)}"
+        except NoMatchingRule as exc:
+            log.warning("Failed authentication with /%s (listener %s, SSL): %s",
+                        self.client_address or "?", self.listener.name, exc)
+            return False
+        log.debug("Authenticated /%s on listener %s as %s", self.client_address or "?",
+                  self.listener.name, self.principal)
+        return True
 
     @property
     def uses_sasl(self) -> bool:

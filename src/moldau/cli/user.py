@@ -42,12 +42,20 @@ def user_group() -> None:
               help="SCRAM mechanism(s) to store (default: both).")
 @click.option("--iterations", type=click.IntRange(4096, 16384), default=4096, show_default=True,
               help="PBKDF2 iterations of the salted password.")
+@click.option("--zookeeper", metavar="CONNECT",
+              help="Write the credentials straight into the cluster's ZooKeeper "
+                   "(zookeeper.connect) instead of asking a broker: for users that must "
+                   "exist before the brokers start, such as the inter-broker user.")
 @_client_options
 def add(conn: Connection, name: str, password: str, mechanisms: tuple[str, ...],
-        iterations: int, command_config: Path | None, settings: tuple[str, ...]) -> None:
+        iterations: int, zookeeper: str | None, command_config: Path | None,
+        settings: tuple[str, ...]) -> None:
     """Create user NAME, or set a new password."""
-    client = _client(conn, command_config, settings)
     chosen = mechanisms or tuple(_MECHANISMS)
+    if zookeeper is not None:
+        _add_in_zookeeper(zookeeper, name, password, chosen, iterations, conn.timeout)
+        return
+    client = _client(conn, command_config, settings)
     upserts: list[UserScramCredentialAlteration] = [
         UserScramCredentialUpsertion(name, ScramCredentialInfo(_MECHANISMS[m], iterations),
                                      password.encode())
@@ -56,6 +64,20 @@ def add(conn: Connection, name: str, password: str, mechanisms: tuple[str, ...],
                                                        request_timeout=conn.timeout)
     conn.result(futures[name], f"cannot set credentials of user {name!r}")
     click.echo(f"User {name}: {', '.join(chosen)} credentials set ({iterations} iterations)")
+
+
+def _add_in_zookeeper(connect: str, name: str, password: str, mechanisms: tuple[str, ...],
+                      iterations: int, timeout_s: float) -> None:
+    from ..cluster.scram_credential import store_in_zookeeper
+
+    try:
+        store_in_zookeeper(connect, name, password, mechanisms, iterations,
+                           timeout_ms=int(timeout_s * 1000))
+    except Exception as exc:  # kazoo's time-outs and connection errors, said in one line
+        raise CliError(f"cannot write user {name!r} to ZooKeeper at {connect}: "
+                       f"{exc or type(exc).__name__}") from None
+    click.echo(f"User {name}: {', '.join(mechanisms)} credentials set in ZooKeeper "
+               f"({iterations} iterations)")
 
 
 @user_group.command("delete")

@@ -35,6 +35,7 @@ from .definitions import (
     ConfigValue,
     UnknownConfigError,
 )
+from .inter_broker import inter_broker_security
 from .listeners import (
     SASL_MECHANISMS,
     SERVED_PROTOCOLS,
@@ -402,17 +403,22 @@ class BrokerConfig:
         return broker_id if broker_set and not node_set else node_id
 
     def _check_inter_broker_protocol(self) -> None:
-        """moldau's peer clients (replica fetchers, controller requests) speak PLAINTEXT only:
-        in a cluster the inter-broker listener must be a PLAINTEXT one."""
-        if self._opt_str("zookeeper.connect") is None:
-            return
+        """In a cluster, this broker must be able to authenticate to its peers' inter-broker
+        listener (see :mod:`.inter_broker`); Kafka's rule that only one of the two keys
+        naming that listener is set."""
+        if self._opt_str("inter.broker.listener.name") and \
+                self._opt_str("security.inter.broker.protocol"):
+            raise ConfigError("security.inter.broker.protocol",
+                              self._opt_str("security.inter.broker.protocol"),
+                              message="Only one of inter.broker.listener.name and "
+                              "security.inter.broker.protocol should be set.")
         name = self.inter_broker_listener_name
-        listener = next((lst for lst in self._listeners if lst.name == name), None)
-        if listener is not None and listener.security_protocol != "PLAINTEXT":
-            raise ConfigError("inter.broker.listener.name", name,
-                              message=f"listener {name} uses {listener.security_protocol}; "
-                              "moldau brokers reach each other over a PLAINTEXT listener "
-                              "only (add one and name it in inter.broker.listener.name)")
+        if name not in {lst.name for lst in self._listeners}:
+            raise ConfigError("security.inter.broker.protocol", name, message=f"no listener "
+                              f"named {name}: with security.inter.broker.protocol={name} one "
+                              "listener must carry that name")
+        if self._opt_str("zookeeper.connect") is not None:
+            inter_broker_security(self)
 
     def _check_sasl_mechanisms(self) -> None:
         """A SASL listener must offer a mechanism moldau has (Kafka's default, GSSAPI, is not
@@ -535,7 +541,10 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener_name(self) -> str:
-        name = self._opt_str("inter.broker.listener.name")
+        """``inter.broker.listener.name``; else the listener named after
+        ``security.inter.broker.protocol`` (as Kafka names it); else the first listener."""
+        name = self._opt_str("inter.broker.listener.name") or \
+            self._opt_str("security.inter.broker.protocol")
         return name.upper() if name else self._listeners[0].name
 
     @property

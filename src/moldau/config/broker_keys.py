@@ -77,6 +77,10 @@ _KEYS: list[ConfigKey] = [
               "SASL_SSL).", LOW),
     ConfigKey("inter.broker.listener.name", STR, None, "Listener that other brokers use to "
               "reach this one (default: the first listener).", MEDIUM),
+    ConfigKey("security.inter.broker.protocol", STR, None, "Security protocol between "
+              "brokers: the inter-broker listener is the one of that name (set this or "
+              "inter.broker.listener.name, not both).", MEDIUM,
+              OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))),
     ConfigKey("log.dirs", LIST, None, "Directories that hold partition data; overrides log.dir.",
               HIGH),
     ConfigKey("log.dir", STR, DEFAULT_LOG_DIR, "Data directory used when log.dirs is unset "
@@ -443,7 +447,6 @@ KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
     "replication.quota.window.num",
     "request.timeout.ms",
     "reserved.broker.max.id",
-    "security.inter.broker.protocol",
     "transaction.partition.verification.enable",
     "unstable.api.versions.enable",
     "zookeeper.clientCnxnSocket",

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import re
 
-from .definitions import ConfigKey, ConfigType, ConfigValue, Importance, OneOf
+from .definitions import ConfigKey, ConfigType, ConfigValue, Importance, OneOf, Validator
+from .principal_mapping import MappingRules
 
 STR, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = (
     ConfigType.STRING, ConfigType.INT, ConfigType.SHORT, ConfigType.LONG, ConfigType.DOUBLE,
@@ -32,12 +33,13 @@ USED_KEYS: frozenset[str] = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.keystore.key",
     "ssl.keystore.certificate.chain", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.certificates", "ssl.client.auth", "sasl.jaas.config",
-    "sasl.enabled.mechanisms", "connections.max.reauth.ms",
+    "sasl.enabled.mechanisms", "connections.max.reauth.ms", "ssl.principal.mapping.rules",
+    "ssl.endpoint.identification.algorithm", "sasl.mechanism.inter.broker.protocol",
 })
 
 
 def _key(name: str, type_: ConfigType, default: ConfigValue, doc: str,
-         validator: OneOf | None = None) -> ConfigKey:
+         validator: Validator | None = None) -> ConfigKey:
     used = name in USED_KEYS
     return ConfigKey(name, type_, default, doc + ("." if used else _UNUSED), Importance.MEDIUM,
                      validator, used=used, dynamic=True, sensitive=type_ is PASSWORD)
@@ -71,6 +73,8 @@ SECURITY_KEYS: list[ConfigKey] = [
     _key("ssl.secure.random.implementation", STR, None, "SecureRandom implementation"),
     _key("ssl.client.auth", STR, "none", "Whether clients must present a certificate",
          OneOf(("required", "requested", "none"))),
+    _key("ssl.principal.mapping.rules", STR, "DEFAULT", "Rules mapping a client "
+         "certificate's subject to a principal name", MappingRules()),
     _key("ssl.engine.factory.class", CLASS, None, "Custom SslEngineFactory"),
     _key("sasl.mechanism.inter.broker.protocol", STR, "GSSAPI", "SASL mechanism between brokers"),
     _key("sasl.jaas.config", PASSWORD, None, "JAAS login context of SASL connections"),

@@ -92,19 +92,40 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     return context
 
 
-_SHORT_NAMES = {
-    "commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
-    "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
-    "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID",
-}
 
-
-def subject_name(peercert: dict[str, object]) -> str:
-    """A certificate subject as Kafka's default principal prints it (RFC 2253 order:
-    most specific first, e.g. ``CN=alice,OU=eng,O=acme``)."""
-    subject = peercert.get("subject") or ()
-    parts = []
-    assert isinstance(subject, tuple)
-    for rdn in reversed(subject):
-        parts.append("+".join(f"{_SHORT_NAMES.get(k, k)}={v}" for k, v in rdn))
-    return ",".join(parts)
+def client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+    """The TLS context a broker uses to reach its peers' ``listener`` (the inter-broker
+    one), built from that listener's keys as Kafka's broker builds its own client side: the
+    trust store verifies the peers (the system's CAs without one), the key store is the
+    broker's client certificate for peers that ask for one (``ssl.client.auth``), and
+    ``ssl.endpoint.identification.algorithm`` (``https``, Kafka's default; empty: off)
+    checks the peer's certificate against the host name it was reached at."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=None)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    trust_location = _setting(config, listener, "ssl.truststore.location")
+    trust_pem = _setting(config, listener, "ssl.truststore.certificates")
+    identification = config.listener_setting(listener, "ssl.endpoint.identification.algorithm")
+    context.check_hostname = bool(identification)
+    try:
+        if trust_location is not None:
+            context.load_verify_locations(cafile=trust_location)
+        elif trust_pem is not None:
+            context.load_verify_locations(cadata=trust_pem)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError("ssl.truststore.location", trust_location or "[inline]",
+                          message=f"listener {listener}: cannot load the trust store: "
+                          f"{exc}") from None
+    password = _setting(config, listener, "ssl.key.password")
+    location = _setting(config, listener, "ssl.keystore.location")
+    key_pem = _setting(config, listener, "ssl.keystore.key")
+    chain_pem = _setting(config, listener, "ssl.keystore.certificate.chain")
+    try:
+        if location is not None:
+            context.load_cert_chain(location, password=password)
+        elif key_pem is not None and chain_pem is not None:
+            _load_inline_chain(context, key_pem, chain_pem, password)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError("ssl.keystore.location", location or "[inline]",
+                          message=f"listener {listener}: cannot load the key store: "
+                          f"{exc}") from None
+    return context

@@ -28,7 +28,7 @@ import io
 import itertools
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -63,24 +63,45 @@ _SIZE = struct.Struct(">i")
 _CLIENT_ID = b"moldau-replica-fetcher"
 
 Endpoint = Callable[[int], tuple[str, int] | None]
+#: Opens an (authenticated) connection to a peer's inter-broker listener at an address.
+Connect = Callable[[tuple[str, int]], Awaitable["BrokerConnection"]]
+
+
+async def plaintext_connect(address: tuple[str, int]) -> BrokerConnection:
+    """A connection without TLS or SASL (a PLAINTEXT inter-broker listener)."""
+    reader, writer = await asyncio.open_connection(*address)
+    return BrokerConnection(reader, writer)
 
 
 class BrokerConnection:
-    """Requests to one broker over one socket, answered in order (flexible versions only)."""
+    """Requests to one broker over one socket, answered in order.
+
+    ``before_request``, when set, runs before each request: the inter-broker connection
+    factory uses it to re-authenticate a SASL session before the peer's
+    ``connections.max.reauth.ms`` expires it (KIP-368)."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
         self._ids = itertools.count(1)
+        self.before_request: Callable[[BrokerConnection], Awaitable[None]] | None = None
 
     async def request(self, obj: Any) -> Any:
+        if self.before_request is not None:
+            await self.before_request(self)
+        return await self.send(obj)
+
+    async def send(self, obj: Any) -> Any:
+        """One request and its answer, without the ``before_request`` hook."""
         cls = type(obj)
         api_key, version = int(cls.__api_key__), int(cls.__version__)
+        flexible = bool(getattr(cls, "__flexible__", True))
         correlation = next(self._ids)
         body = io.BytesIO()
         entity_writer(cls)(body, obj)
+        # Request header v2 (flexible versions) ends with tagged fields; v1 does not.
         payload = _HEADER.pack(api_key, version, correlation, len(_CLIENT_ID)) + _CLIENT_ID + \
-            b"\x00" + body.getvalue()
+            (b"\x00" if flexible else b"") + body.getvalue()
         self._writer.write(_SIZE.pack(len(payload)) + payload)
         await self._writer.drain()
         (size,) = _SIZE.unpack(await self._reader.readexactly(4))
@@ -88,8 +109,9 @@ class BrokerConnection:
         (got,) = _SIZE.unpack_from(frame, 0)
         if got != correlation:
             raise ConnectionError(f"response {got} to request {correlation}")
-        # Response header v1: correlation id, then tagged fields (none sent by brokers).
-        value, _ = entity_reader(response_schema(api_key, version))(frame, 5)
+        # Response header v1: correlation id, then tagged fields (none sent by brokers); v0
+        # (not flexible) has the correlation id only.
+        value, _ = entity_reader(response_schema(api_key, version))(frame, 5 if flexible else 4)
         return value
 
     def close(self) -> None:
@@ -100,8 +122,10 @@ class LeaderFetcher:
     """Fetches every partition this broker follows on one leader."""
 
     def __init__(self, local_id: int, leader_id: int, endpoint: Endpoint,
-                 now_ms: Callable[[], int], quota: ReplicationQuota | None = None) -> None:
+                 now_ms: Callable[[], int], quota: ReplicationQuota | None = None,
+                 connect: Connect = plaintext_connect) -> None:
         self.local_id = local_id
+        self._connect = connect
         #: follower.replication.throttled.rate: throttled partitions not in sync wait for it.
         self._quota = quota
         #: The leader's high watermark of each partition at its last response (in sync: the
@@ -147,13 +171,13 @@ class LeaderFetcher:
                 await asyncio.sleep(RETRY_S)
                 continue
             try:
-                reader, writer = await asyncio.open_connection(*address)
-            except OSError as exc:
+                conn = await self._connect(address)
+            except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+                # OSError covers TLS failures, time-outs and a refused authentication.
                 log.info("fetcher: cannot reach leader %d at %s:%d (%s)", self.leader_id,
-                         *address, exc)
+                         *address, exc or type(exc).__name__)
                 await asyncio.sleep(RETRY_S)
                 continue
-            conn = BrokerConnection(reader, writer)
             try:
                 while self._following():
                     if self._unchecked:
@@ -315,8 +339,10 @@ class ReplicaFetchers:
     """The fetchers of one broker, by leader; ``follow`` moves a partition between them."""
 
     def __init__(self, local_id: int, endpoint: Endpoint, now_ms: Callable[[], int],
-                 quota: ReplicationQuota | None = None) -> None:
+                 quota: ReplicationQuota | None = None,
+                 connect: Connect = plaintext_connect) -> None:
         self._quota = quota
+        self._connect = connect
         self._local_id = local_id
         self._endpoint = endpoint
         self._now_ms = now_ms
@@ -330,7 +356,7 @@ class ReplicaFetchers:
         fetcher = self._fetchers.get(partition.leader_id)
         if fetcher is None:
             fetcher = LeaderFetcher(self._local_id, partition.leader_id, self._endpoint,
-                                    self._now_ms, self._quota)
+                                    self._now_ms, self._quota, self._connect)
             self._fetchers[partition.leader_id] = fetcher
         fetcher.add(partition)
 

@@ -59,8 +59,9 @@ async def handle_handshake(request: Any, ctx: RequestContext) -> Any:
     return build(m.SaslHandshakeResponse, error_code=ErrorCode.none, mechanisms=tuple(offered))
 
 
-async def _step(broker: Broker, session: Session, token: bytes) -> tuple[bytes, bool]:
-    """Advance the exchange by one token: (answer, done); SaslFailure when the client fails."""
+async def _step(broker: Broker, session: Session, token: bytes) -> tuple[bytes, bool, int]:
+    """Advance the exchange by one token: (answer, done, session lifetime in ms, 0 when the
+    session does not expire); SaslFailure when the client fails."""
     exchange = session.exchange
     if exchange is None:
         raise SaslFailure("SaslAuthenticate before SaslHandshake")
@@ -70,7 +71,7 @@ async def _step(broker: Broker, session: Session, token: bytes) -> tuple[bytes, 
     else:
         answer = exchange.step(token)
     if not exchange.complete:
-        return answer, False
+        return answer, False, 0
     principal = f"User:{exchange.username}"
     if session.authenticated and session.principal != principal and \
             session.principal != "User:ANONYMOUS":
@@ -80,15 +81,23 @@ async def _step(broker: Broker, session: Session, token: bytes) -> tuple[bytes, 
     session.authenticated = True
     session.exchange = None
     session.raw_tokens = False
-    reauth_ms = _reauth_ms(broker, session)
-    session.expires_at = time.monotonic() + reauth_ms / 1000 if reauth_ms else None
-    return answer, True
+    lifetime_ms = _session_lifetime_ms(broker, session, exchange.credential_expires_ms)
+    session.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms else None
+    log.debug("Authenticated /%s on listener %s as %s (%s)", session.client_address or "?",
+              session.listener.name, principal, exchange.mechanism)
+    return answer, True, lifetime_ms
 
 
-def _reauth_ms(broker: Broker, session: Session) -> int:
+def _session_lifetime_ms(broker: Broker, session: Session, expires_ms: int | None) -> int:
+    """Kafka's session lifetime (KIP-368): connections.max.reauth.ms, bounded by the
+    credential's expiry (an OAUTHBEARER token's ``exp``) when there is one; 0: no expiry."""
     value = broker.config.listener_setting(session.listener.name, "connections.max.reauth.ms",
                                            session.mechanism)
-    return int(value) if isinstance(value, int) else 0
+    reauth_ms = int(value) if isinstance(value, int) and value > 0 else 0
+    if expires_ms is None:
+        return reauth_ms
+    remaining = max(1, expires_ms - int(time.time() * 1000))
+    return min(remaining, reauth_ms) if reauth_ms else remaining
 
 
 async def handle_authenticate(request: Any, ctx: RequestContext) -> Any:
@@ -104,18 +113,15 @@ async def handle_authenticate(request: Any, ctx: RequestContext) -> Any:
                      auth_bytes=b"", session_lifetime=datetime.timedelta(0))
     mechanism = session.exchange.mechanism
     try:
-        answer, done = await _step(ctx.broker, session, request.auth_bytes)
+        answer, _done, lifetime = await _step(ctx.broker, session, request.auth_bytes)
     except SaslFailure as exc:
         _log_failure(session, mechanism, str(exc))
         session.closing = True
         session.exchange = None
         return build(m.SaslAuthenticateResponse,
                      error_code=ErrorCode.sasl_authentication_failed,
-                     error_message=failed_message(mechanism), auth_bytes=b"",
-                     session_lifetime=datetime.timedelta(0))
-    lifetime = 0
-    if done and session.expires_at is not None:
-        lifetime = _reauth_ms(ctx.broker, session)
+                     error_message=exc.client_message or failed_message(mechanism),
+                     auth_bytes=b"", session_lifetime=datetime.timedelta(0))
     return build(m.SaslAuthenticateResponse, error_code=ErrorCode.none, error_message=None,
                  auth_bytes=answer, session_lifetime=datetime.timedelta(milliseconds=lifetime))
 
@@ -125,7 +131,7 @@ async def handle_raw_token(broker: Broker, session: Session, token: bytes) -> by
     goes back the same way. A failure closes the connection (v0 has no way to say why)."""
     mechanism = session.mechanism or "?"
     try:
-        answer, _done = await _step(broker, session, token)
+        answer, _done, _lifetime = await _step(broker, session, token)
     except SaslFailure as exc:
         _log_failure(session, mechanism, str(exc))
         raise
