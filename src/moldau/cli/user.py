@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 from .admin_client import secured_admin as _client
 from .admin_client import secured_admin_options as _client_options
 from .connection import Connection
+from .errors import CliError
 
 _MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
                "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
