@@ -19,7 +19,7 @@ BENCH_ARGS ?=
 # ZooKeeper server the cluster tests start; iproute2 and nftables build and cut the network
 # namespaces of the partition tests; chromium and chromium-driver the console's browser tests;
 # curl the README's REST Proxy examples).
-APT_PACKAGES ?= kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables chromium chromium-driver curl
+APT_PACKAGES ?= gcc python3-dev kcat postgresql openjdk-17-jre-headless zookeeper iproute2 nftables chromium chromium-driver curl
 
 # `make run REGISTRY=1 REST=1 CONSOLE=1` (or `make run ALL=1`): also a Schema Registry
 # (moldau registry, 127.0.0.1:REGISTRY_PORT), a REST Proxy (moldau rest, REST_PORT, using that
@@ -142,11 +142,11 @@ $(SERVICES_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[registry,rest,console]'
 	touch $@
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
+$(RUN_STAMP): pyproject.toml setup.py src/moldau/spark/_kafka_batches.c | $(BIN)/python
 	$(BIN)/pip install -e .
 	touch $@
 
-$(TEST_STAMP): pyproject.toml | $(BIN)/python
+$(TEST_STAMP): pyproject.toml setup.py src/moldau/spark/_kafka_batches.c | $(BIN)/python
 	$(BIN)/pip install -e ".[test,dev,spark]"
 	touch $@ $(RUN_STAMP)
 
