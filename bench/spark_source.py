@@ -3,9 +3,10 @@
     python -m bench.spark_source [--records N] [--size B] [--partitions P] [--bootstrap H:P]
 
 Fills a topic with N records of B bytes (default 1M x 100 B), then reads it all (a) with
-``spark.read.format("moldau")`` written to Spark's ``noop`` sink on ``local[2]`` and (b) with
-one confluent-kafka consumer, and prints one JSON object. The Spark figure includes task
-scheduling and the Arrow hand-over to the JVM, not the session start (timed separately).
+``spark.read.format("moldau")`` written to Spark's ``noop`` sink on ``local[2]``, once through
+the row path (``moldau.decoder=rows``) and once through the columnar path (the default), and
+(b) with one confluent-kafka consumer, and prints one JSON object. The Spark figures include
+task scheduling and the Arrow hand-over to the JVM, not the session start (timed separately).
 Without ``--bootstrap`` a broker is started on a free loopback port in a temporary directory.
 """
 
@@ -65,7 +66,8 @@ def client_alone(bootstrap: str, topic: str, count: int, partitions: int) -> dic
             "records_per_s": round(seen / elapsed)}
 
 
-def through_spark(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
+def through_spark(bootstrap: str, topic: str, count: int) -> dict[str, dict[str, Any]]:
+    """The row path's and the columnar path's figures, in one session."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -80,17 +82,21 @@ def through_spark(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     session_s = time.perf_counter() - started
+    figures = {}
     try:
-        df = (spark.read.format("moldau").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).load())
-        start = time.perf_counter()
-        df.write.format("noop").mode("overwrite").save()
-        elapsed = time.perf_counter() - start
-        rows = df.count()  # a second read, only to check nothing was missed
+        for decoder in ("rows", "columnar"):
+            df = (spark.read.format("moldau").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("moldau.decoder", decoder).load())
+            start = time.perf_counter()
+            df.write.format("noop").mode("overwrite").save()
+            elapsed = time.perf_counter() - start
+            rows = df.count()  # a second read, only to check nothing was missed
+            figures[decoder] = {"records": rows, "seconds": round(elapsed, 3),
+                                "records_per_s": round(count / elapsed),
+                                "session_start_s": round(session_s, 1)}
     finally:
         spark.stop()
-    return {"records": rows, "seconds": round(elapsed, 3),
-            "records_per_s": round(count / elapsed), "session_start_s": round(session_s, 1)}
+    return figures
 
 
 def main() -> None:
@@ -107,11 +113,17 @@ def main() -> None:
         result = {
             "benchmark": "spark_source", "record_bytes": args.size,
             "partitions": args.partitions, "records": args.records,
-            "spark_noop": through_spark(bootstrap, topic, args.records),
-            "confluent_kafka": client_alone(bootstrap, topic, args.records, args.partitions),
         }
-        result["spark_vs_client"] = round(result["spark_noop"]["records_per_s"]
-                                          / result["confluent_kafka"]["records_per_s"], 3)
+        spark = through_spark(bootstrap, topic, args.records)
+        result["spark_noop"] = spark["rows"]
+        result["spark_noop_columnar"] = spark["columnar"]
+        result["confluent_kafka"] = client_alone(bootstrap, topic, args.records,
+                                                 args.partitions)
+        client_rate = result["confluent_kafka"]["records_per_s"]
+        result["spark_vs_client"] = round(spark["rows"]["records_per_s"] / client_rate, 3)
+        result["columnar_vs_client"] = round(spark["columnar"]["records_per_s"] / client_rate, 3)
+        result["columnar_vs_rows"] = round(spark["columnar"]["records_per_s"]
+                                           / spark["rows"]["records_per_s"], 3)
         print(json.dumps(result))
     finally:
         if broker is not None:

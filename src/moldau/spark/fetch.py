@@ -9,10 +9,19 @@ A range is finished when the last wanted offset arrives or when the consumer rep
 end of the partition beyond the range; the latter covers offsets that never come back as
 records (transaction markers, compacted-away keys). A poll that brings nothing for
 ``kafkaConsumer.pollTimeoutMs`` fails the task instead of hanging it.
+
+That is the row path. The default columnar path (``moldau.decoder``, see columnar.py) does
+the same job without a Python object per record: it fetches the partition's raw record
+batches itself (raw_fetch.py) and decodes them in C straight into Arrow columns. It needs
+the C extension (built at install time when a compiler is present) and a plaintext
+connection; otherwise the row path reads, and the executor logs once why. Both give the
+same rows, and both read with librdkafka's default ``isolation.level``, read_committed,
+unless ``kafka.isolation.level`` says otherwise.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,14 +29,25 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from kio.schema.errors import ErrorCode
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from . import columnar
 from .metadata import report_data_loss
 from .options import SourceOptions, consumer_config
 from .planning import OffsetRange
+from .raw_fetch import PartitionFetcher
+
+log = logging.getLogger(__name__)
 
 BATCH_ROWS = 8192
+#: The columnar path's Fetch size limit (per request and partition); the broker still
+#: returns a first batch larger than this whole, as Kafka does.
+FETCH_MAX_BYTES = 8 << 20
+#: How long one Fetch may wait at the broker for data before it answers empty.
+_FETCH_WAIT_MS = 500
+_fallback_logged = False
 _CONSUME_MAX = 10_000
 _POLL_S = 0.5
 
@@ -86,6 +106,9 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 def read_range(offset_range: OffsetRange, options: SourceOptions,
                schema: StructType) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``offset_range`` as Arrow batches, checking for lost data."""
+    if columnar_usable(options):
+        yield from _read_columnar(offset_range, options, arrow_schema(schema))
+        return
     consumer = Consumer({
         **consumer_config(options.client_config, "executor"),
         "enable.partition.eof": "true",
@@ -97,11 +120,70 @@ def read_range(offset_range: OffsetRange, options: SourceOptions,
         consumer.close()
 
 
+def columnar_usable(options: SourceOptions) -> bool:
+    """Whether the columnar path can read with these options (else the row path reads)."""
+    global _fallback_logged
+    if options.decoder != "columnar":
+        return False
+    why = None
+    if not columnar.AVAILABLE:
+        why = "the C decoder moldau.spark._kafka_batches is not built (no C compiler at install)"
+    protocol = options.client_config.get("security.protocol", "plaintext").strip().lower()
+    if protocol != "plaintext":
+        why = f"it speaks plaintext only, not security.protocol {protocol}"
+    if why is None:
+        return True
+    if not _fallback_logged:
+        _fallback_logged = True
+        log.warning("moldau source: reading through the row path: %s", why)
+    return False
+
+
+def _read_columnar(r: OffsetRange, options: SourceOptions,
+                   schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    config = options.client_config
+    isolation = config.get("isolation.level", "read_committed").strip().lower()
+    timeout_s = options.poll_timeout_ms / 1000
+    fetcher = PartitionFetcher(config["bootstrap.servers"], r.topic, r.partition,
+                               read_committed=isolation == "read_committed",
+                               max_bytes=FETCH_MAX_BYTES, timeout_s=timeout_s)
+    try:
+        start, until = _clamp(r, *fetcher.watermarks(), options)
+        position = start
+        last_progress = time.monotonic()
+        while position < until:
+            fetched = fetcher.fetch(position, _FETCH_WAIT_MS)
+            if fetched.error == ErrorCode.offset_out_of_range:
+                report_data_loss(f"offset {position} of {r.topic}-{r.partition} went out of "
+                                 "range while reading", options.fail_on_data_loss)
+                return
+            decoded = columnar.decode_fetched(
+                fetched.records, position, until, topic=r.topic, partition=r.partition,
+                schema=schema, include_headers=options.include_headers,
+                aborted=fetched.aborted)
+            if decoded.batch is not None:
+                yield decoded.batch
+            if decoded.next_offset > position:
+                position = decoded.next_offset
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > timeout_s:
+                raise TimeoutError(
+                    f"no record of {r.topic}-{r.partition} within {timeout_s:g} s while "
+                    f"reading offsets [{start}, {until}) (kafkaConsumer.pollTimeoutMs)")
+    finally:
+        fetcher.close()
+
+
 def _bounds(consumer: Any, r: OffsetRange, options: SourceOptions) -> tuple[int, int]:
     """The range actually readable, after comparing it with the partition's watermarks."""
     timeout = options.poll_timeout_ms / 1000
     tp = KafkaTopicPartition(r.topic, r.partition)
     low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+    return _clamp(r, low, high, options)
+
+
+def _clamp(r: OffsetRange, low: int, high: int, options: SourceOptions) -> tuple[int, int]:
+    """``r`` within [low, high), reporting what falls outside as lost data."""
     start, until = r.from_offset, r.until_offset
     if start < low:
         report_data_loss(f"cannot read {r.topic}-{r.partition} from offset {start}: the "

@@ -82,6 +82,9 @@ class SourceOptions:
     include_headers: bool
     poll_timeout_ms: int
     timestamp_strategy: Literal["error", "latest"]
+    #: ``moldau.decoder``: how executors read (see fetch.py); "columnar" falls back to
+    #: "rows" where it cannot work (extension not built, non-plaintext connections).
+    decoder: Literal["columnar", "rows"] = "columnar"
 
 
 DEFAULT_COMMITS_TOPIC = "__moldau_spark_commits"
@@ -317,7 +320,17 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
         poll_timeout_ms=(_parse_positive(options, "kafkaConsumer.pollTimeoutMs")
                          or DEFAULT_POLL_TIMEOUT_MS),
         timestamp_strategy="latest" if strategy == "latest" else "error",
+        decoder=_parse_decoder(options),
     )
+
+
+def _parse_decoder(options: Mapping[str, str]) -> Literal["columnar", "rows"]:
+    raw = (_get(options, "moldau.decoder") or "columnar").strip().lower()
+    if raw == "columnar":
+        return "columnar"
+    if raw == "rows":
+        return "rows"
+    raise OptionError(f"option 'moldau.decoder' must be 'columnar' or 'rows', not {raw!r}")
 
 
 def _parse_exactly_once(options: Mapping[str, str], config: Mapping[str, str]
