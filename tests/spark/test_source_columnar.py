@@ -9,6 +9,7 @@ split into ranges that start inside batches.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -111,7 +112,7 @@ def test_both_paths_give_the_same_rows(spark: Any, broker: Any, topics: tuple[st
 def test_ranges_starting_inside_batches(spark: Any, broker: Any,
                                         topics: tuple[str, str]) -> None:
     mixed, appended = topics
-    starting = '{"%s": {"0": 7, "1": 55, "2": 101, "3": 3}}' % mixed
+    starting = json.dumps({mixed: {"0": 7, "1": 55, "2": 101, "3": 3}})
     options = {"subscribe": mixed, "startingOffsets": starting, "minPartitions": "11"}
     rows = _rows(spark, broker.bootstrap, "rows", **options)
     assert _rows(spark, broker.bootstrap, "columnar", **options) == rows

@@ -21,9 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from moldau.spark import columnar
+from moldau.spark import columnar, fetch
 from moldau.spark.columnar import AbortedTransaction, decode_fetched
 from moldau.spark.fetch import arrow_schema
+from moldau.spark.options import OptionError, SourceOptions, parse_source_options
+from moldau.spark.raw_fetch import parse_bootstrap
 from moldau.spark.schema import source_schema
 
 from ..helpers.bombs import zstd
@@ -254,3 +256,32 @@ def test_a_producer_commits_after_an_abort(codec: int) -> None:
     assert rows == expected(log, 0, log.end, committed=True, headers=True)
     uncommitted = decode_all(log, 0, log.end, committed=False, headers=False)
     assert [r["value"] for r in uncommitted] == [b"a", b"b", b"c"]
+
+
+def _options(**extra: str) -> SourceOptions:
+    return parse_source_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
+                                 **extra}, streaming=False)
+
+
+def test_the_decoder_option_picks_the_path() -> None:
+    assert _options().decoder == "columnar" and fetch.columnar_usable(_options())
+    assert not fetch.columnar_usable(_options(**{"moldau.decoder": "rows"}))
+    with pytest.raises(OptionError, match=r"'moldau\.decoder' must be 'columnar' or 'rows'"):
+        _options(**{"moldau.decoder": "fast"})
+
+
+def test_non_plaintext_connections_read_rows_and_say_why(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fetch, "_fallback_logged", False)
+    sasl = _options(**{"kafka.security.protocol": "SASL_SSL"})
+    with caplog.at_level("WARNING", logger="moldau.spark.fetch"):
+        assert not fetch.columnar_usable(sasl)
+        assert not fetch.columnar_usable(sasl)
+    assert [r.getMessage() for r in caplog.records] == [
+        "moldau source: reading through the row path: it speaks plaintext only, not "
+        "security.protocol sasl_ssl"]
+
+
+def test_bootstrap_addresses() -> None:
+    assert parse_bootstrap("a:1, [::1]:2,,b.example:3") == [("a", 1), ("::1", 2),
+                                                             ("b.example", 3)]
