@@ -1,12 +1,14 @@
 """Records/s through the ``moldau`` Spark source into a ``noop`` sink, next to the client alone.
 
-    python -m bench.spark_source [--records N] [--size B] [--partitions P] [--bootstrap H:P]
+    python -m bench.spark_source [--records N] [--size B] [--partitions P] [--reps R]
+                                 [--bootstrap H:P]
 
 Fills a topic with N records of B bytes (default 1M x 100 B), then reads it all (a) with
 ``spark.read.format("moldau")`` written to Spark's ``noop`` sink on ``local[2]``, once through
 the row path (``moldau.decoder=rows``) and once through the columnar path (the default), and
 (b) with one confluent-kafka consumer, and prints one JSON object. The Spark figures include
-task scheduling and the Arrow hand-over to the JVM, not the session start (timed separately).
+task scheduling and the Arrow hand-over to the JVM, not the session start (timed separately)
+nor the JVM's warm-up (an untimed read comes first).
 Without ``--bootstrap`` a broker is started on a free loopback port in a temporary directory.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -66,8 +69,10 @@ def client_alone(bootstrap: str, topic: str, count: int, partitions: int) -> dic
             "records_per_s": round(seen / elapsed)}
 
 
-def through_spark(bootstrap: str, topic: str, count: int) -> dict[str, dict[str, Any]]:
-    """The row path's and the columnar path's figures, in one session."""
+def through_spark(bootstrap: str, topic: str, count: int,
+                  reps: int) -> dict[str, dict[str, Any]]:
+    """The row path's and the columnar path's figures, in one session: ``reps`` timed reads
+    of each, alternating which goes first, and their median (the machine is shared)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -84,14 +89,24 @@ def through_spark(bootstrap: str, topic: str, count: int) -> dict[str, dict[str,
     session_s = time.perf_counter() - started
     figures = {}
     try:
-        for decoder in ("rows", "columnar"):
+        # One untimed read first, so that neither timed read pays for the JVM's warm-up.
+        (spark.read.format("moldau").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).load().write.format("noop").mode("overwrite").save())
+        samples: dict[str, list[float]] = {"rows": [], "columnar": []}
+        for rep in range(reps):
+            for decoder in ("rows", "columnar") if rep % 2 == 0 else ("columnar", "rows"):
+                df = (spark.read.format("moldau").option("kafka.bootstrap.servers", bootstrap)
+                      .option("subscribe", topic).option("moldau.decoder", decoder).load())
+                start = time.perf_counter()
+                df.write.format("noop").mode("overwrite").save()
+                samples[decoder].append(time.perf_counter() - start)
+        for decoder, seconds in samples.items():
             df = (spark.read.format("moldau").option("kafka.bootstrap.servers", bootstrap)
                   .option("subscribe", topic).option("moldau.decoder", decoder).load())
-            start = time.perf_counter()
-            df.write.format("noop").mode("overwrite").save()
-            elapsed = time.perf_counter() - start
-            rows = df.count()  # a second read, only to check nothing was missed
+            rows = df.count()  # a further read, only to check nothing was missed
+            elapsed = statistics.median(seconds)
             figures[decoder] = {"records": rows, "seconds": round(elapsed, 3),
+                                "samples_s": [round(x, 3) for x in seconds],
                                 "records_per_s": round(count / elapsed),
                                 "session_start_s": round(session_s, 1)}
     finally:
@@ -105,6 +120,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--bootstrap")
+    parser.add_argument("--reps", type=int, default=3,
+                        help="timed Spark reads per path (median reported)")
     args = parser.parse_args()
     broker = None if args.bootstrap else BenchBroker()
     bootstrap = args.bootstrap or broker.bootstrap  # type: ignore[union-attr]
@@ -114,7 +131,7 @@ def main() -> None:
             "benchmark": "spark_source", "record_bytes": args.size,
             "partitions": args.partitions, "records": args.records,
         }
-        spark = through_spark(bootstrap, topic, args.records)
+        spark = through_spark(bootstrap, topic, args.records, args.reps)
         result["spark_noop"] = spark["rows"]
         result["spark_noop_columnar"] = spark["columnar"]
         result["confluent_kafka"] = client_alone(bootstrap, topic, args.records,
