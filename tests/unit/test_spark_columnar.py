@@ -18,9 +18,10 @@ import cramjam
 import crc32c
 import lz4.frame
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from moldau.log.errors import LogError
 from moldau.spark import columnar, fetch
 from moldau.spark.columnar import AbortedTransaction, decode_fetched
 from moldau.spark.fetch import arrow_schema
@@ -285,3 +286,34 @@ def test_non_plaintext_connections_read_rows_and_say_why(
 def test_bootstrap_addresses() -> None:
     assert parse_bootstrap("a:1, [::1]:2,,b.example:3") == [("a", 1), ("::1", 2),
                                                              ("b.example", 3)]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(step_st, min_size=1, max_size=5), data=st.data(),
+       headers=st.booleans())
+def test_damaged_data_fails_cleanly(steps: list, data: st.DataObject, headers: bool) -> None:
+    """Bytes off the network go through C: damage must give an error, never a crash."""
+    log = build_log(steps)
+    assume(log.data)
+    damaged = bytearray(log.data)
+    for _ in range(data.draw(st.integers(1, 8))):
+        damaged[data.draw(st.integers(0, len(damaged) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(damaged)))
+    try:
+        decoded = decode_fetched(bytes(damaged[:cut]), 0, log.end + 5, topic=TOPIC,
+                                 partition=PARTITION, schema=SCHEMAS[headers],
+                                 include_headers=headers,
+                                 aborted=[txn for txn, _ in log.aborted])
+    except (ValueError, LogError, OverflowError, MemoryError):
+        return
+    if decoded.batch is not None:
+        decoded.batch.validate(full=True)
+
+
+def test_header_keys_that_are_not_utf8_read_as_replacement_characters() -> None:
+    batch = build_batch([Record(b"k", b"v", 1, (("ok", b"1"),))])
+    damaged = batch.replace(b"ok", b"o\xff")
+    decoded = decode_fetched(damaged, 0, 1, topic=TOPIC, partition=PARTITION,
+                             schema=SCHEMAS[True], include_headers=True, aborted=None)
+    assert decoded.batch is not None
+    assert decoded.batch.column("headers").to_pylist() == [[{"key": "o\ufffd", "value": b"1"}]]

@@ -172,16 +172,24 @@ static int decode_chunk(Out *o, const uint8_t *data, Py_ssize_t size, long long 
         r.p++;  /* attributes: unused in v2 */
         if (read_varlong(&r, 10, &ts_delta) < 0 || read_varint(&r, &offset_delta) < 0)
             return -1;
-        int64_t offset = base_offset + offset_delta;
+        int64_t offset;
+        if (__builtin_add_overflow((int64_t)base_offset, offset_delta, &offset)) {
+            PyErr_SetString(PyExc_ValueError, "record offset out of range");
+            return -1;
+        }
         if (offset < start || offset >= until) continue;
         if (read_bytes(&r, &key, &key_n) < 0 || read_bytes(&r, &value, &value_n) < 0 ||
             read_varint(&r, &header_n) < 0)
             return -1;
         if (header_n < 0) header_n = 0;
-        int64_t ts = log_append_time >= 0 ? log_append_time : base_timestamp + ts_delta;
+        int64_t ts = log_append_time;
+        if (ts < 0 && __builtin_add_overflow((int64_t)base_timestamp, ts_delta, &ts)) ts = -1;
+        /* Microseconds for Arrow; a stamp that cannot be one (negative, or past year
+         * 294,000) is null, as librdkafka's "no timestamp". */
+        int valid_ts = ts >= 0 && ts <= INT64_MAX / 1000;
         if (put_i64(&o->offset, offset) < 0 ||
-            put_i64(&o->timestamp, ts >= 0 ? ts * 1000 : 0) < 0 ||
-            bit_put(&o->timestamp_valid, ts >= 0) < 0 ||
+            put_i64(&o->timestamp, valid_ts ? ts * 1000 : 0) < 0 ||
+            bit_put(&o->timestamp_valid, valid_ts) < 0 ||
             put_i32(&o->timestamp_type, type) < 0 ||
             bincol_put(&o->key, key, key_n) < 0 || bincol_put(&o->value, value, value_n) < 0)
             return -1;

@@ -31,6 +31,7 @@ from moldau.log.batch import (
     BatchHeader,
     read_header,
 )
+from moldau.log.errors import CorruptRecordError
 from moldau.log.records import decode_records, decompress_records
 
 try:
@@ -121,6 +122,10 @@ def decode_fetched(data: bytes | memoryview, fetch_offset: int, until: int, *,
                 f"{next_offset}; the columnar decoder reads v2 batches only "
                 "(set option 'moldau.decoder' to 'rows')")
         header = read_header(view, pos, pos)
+        if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+            raise CorruptRecordError(f"{topic}-{partition}: record batch at offset "
+                                     f"{header.base_offset} has impossible length "
+                                     f"{header.batch_length}")
         end = pos + LOG_OVERHEAD + header.batch_length
         if end > len(view):
             break
@@ -182,7 +187,7 @@ def _record_batch(columns: tuple, rows: int, topic: str, partition: int, schema:
         struct_type = list_type.value_type
         count = len(hkey_offsets) // 4 - 1
         entries = pa.StructArray.from_arrays(
-            [_binary(struct_type.field(0).type, count, hkey_offsets, hkey_data, None),
+            [_header_keys(struct_type.field(0).type, count, hkey_offsets, hkey_data),
              _binary(struct_type.field(1).type, count, hvalue_offsets, hvalue_data,
                      hvalue_valid)],
             fields=list(struct_type))
@@ -190,3 +195,13 @@ def _record_batch(columns: tuple, rows: int, topic: str, partition: int, schema:
             list_type, rows, [pa.py_buffer(list_valid), pa.py_buffer(list_offsets)],
             null_count=-1, children=[entries]))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _header_keys(kind: pa.DataType, count: int, offsets: bytes, data: bytes) -> pa.Array:
+    """Header keys as strings. Producers write UTF-8; other bytes become U+FFFD, as a JVM's
+    ``new String(bytes, UTF_8)`` makes them, instead of an Arrow array Spark cannot read."""
+    raw = _binary(pa.binary(), count, offsets, data, None)
+    try:
+        return raw.cast(kind)
+    except pa.ArrowInvalid:
+        return pa.array([key.decode("utf-8", "replace") for key in raw.to_pylist()], kind)
