@@ -47,13 +47,13 @@ run: $(RUN_STAMP) $(if $(strip $(SERVICES)),$(SERVICES_STAMP))
 	$(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA) \
 		--override metrics.listener=http://127.0.0.1:$(METRICS_PORT)
 
-test: $(TEST_STAMP) apt-deps
+test: apt-deps $(TEST_STAMP)
 	@# pytest exits 5 when it collects no test: an empty suite is not a failure here.
 	$(BIN)/pytest -n $(TEST_WORKERS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 # Long fault loops (repeated kill -9 of brokers and clients mid-transaction, ...): too slow for
 # `make test`, each bounded in count and time.
-test-long-faults: $(TEST_STAMP) apt-deps
+test-long-faults: apt-deps $(TEST_STAMP)
 	$(BIN)/pytest -m long_faults; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 # Mutated frames against a fresh broker until FUZZ_FRAMES or FUZZ_SECONDS, from FUZZ_SEED; fails
@@ -78,7 +78,7 @@ bench: $(BENCH_STAMP) apt-deps
 # the terminal's Ctrl-C reaches only the pipeline; this shell ignores it (a no-op trap, which
 # children do not inherit), waits for the pipeline to finish its last micro-batch and exit,
 # then stops the broker with SIGTERM. A hang-up or SIGTERM also ends in the EXIT trap.
-pipeline: $(TEST_STAMP) apt-deps
+pipeline: apt-deps $(TEST_STAMP)
 	@listening() { $(BIN)/python -c "import socket; socket.create_connection(('127.0.0.1', $(PORT)), 1)" 2>/dev/null; }; \
 	if listening; then exec $(BIN)/moldau pipeline activity -b 127.0.0.1:$(PORT) $(PIPELINE_ARGS); fi; \
 	setsid $(BIN)/moldau broker --override listeners=PLAINTEXT://127.0.0.1:$(PORT) --override log.dirs=$(DATA) & broker=$$!; \
