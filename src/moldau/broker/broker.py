@@ -53,11 +53,13 @@ from ..replica import Partition, ReplicaManager
 from . import authz, offload, partition_files
 from .buffer_pool import BufferPool
 from .client_metrics import ClientMetrics
+from .client_quotas import ClientQuotas
 from .error_responses import error_response
 from .errors import ApiError
 from .group_service import OFFSETS_TOPIC, GroupService
 from .loop_watchdog import RunningRequests
 from .peer_clients import PeerClients
+from .quota_throttle import request_throttle, with_throttle
 from .response import Deferred, Pending, Response
 from .session import Session, session_gate
 from .test_faults import DroppedResponse, ProduceResponseDropper
@@ -106,8 +108,8 @@ def restore_dynamic_configs(config: BrokerConfig, stored: dict[str, str]) -> Bro
 class RequestContext:
     """What a handler needs besides the request: the broker, the header, the response classes."""
 
-    __slots__ = ("broker", "client_host", "header", "may_defer", "resp", "session", "timing",
-                 "version")
+    __slots__ = ("broker", "client_host", "header", "may_defer", "quota_exempt", "resp",
+                 "session", "throttle_ms", "timing", "version", "waited_s")
 
     def __init__(self, broker: Broker, header: Any, version: int, resp: Any,
                  client_host: str = "", may_defer: bool = False,
@@ -125,6 +127,12 @@ class RequestContext:
         self.timing = timing
         #: The connection's listener and principal (None for requests made in-process).
         self.session = session
+        #: Client quotas (see quota_throttle): a handler's own throttle time (Fetch bytes,
+        #: controller mutations), its purgatory wait (not handler time), and whether the
+        #: request is exempt (a follower's fetch).
+        self.throttle_ms = 0
+        self.waited_s = 0.0
+        self.quota_exempt = False
 
     @property
     def listener_name(self) -> str:
@@ -240,6 +248,10 @@ class Broker:
         self.authorizer = authz.build(self)
         #: KIP-714 client-metrics subscriptions and the latest metrics each client pushed.
         self.client_metrics = ClientMetrics()
+        #: Client quotas (AlterClientQuotas) and the rates measured against them.
+        self.client_quotas = ClientQuotas(self.config.quota_window_num,
+                                          self.config.quota_window_size_seconds)
+        self.client_quotas.load(self.metadata.client_quotas())
         self.groups.load(now_ms())
         #: Pooled connections to the other brokers (markers, KIP-890 verification).
         self.peers = PeerClients(self)
@@ -742,6 +754,8 @@ class Broker:
         ctx = RequestContext(self, header, version, codec.response_module(key, version),
                              client_host, may_defer, timing, session)
         task = self.running.begin(api.name, version, header.client_id, request)
+        quotas_on = self.client_quotas.active
+        started = time.perf_counter() if quotas_on else 0.0
         try:
             result = await handler(request, ctx)
         except DroppedResponse:
@@ -752,11 +766,13 @@ class Broker:
             return self._with_header(header, flexible, self._answer_failure(
                 api, version, header, request, client_host, exc))
         self.running.end(task)
+        throttle_ms = request_throttle(self, key, len(frame), ctx, started) if quotas_on else 0
         if isinstance(result, Deferred):
             return Pending(asyncio.ensure_future(self._complete(
-                result.pending, api, version, header, flexible, request, client_host)))
+                result.pending, api, version, header, flexible, request, client_host,
+                throttle_ms)))
         return await self._encode(result, api, version, header, flexible, request,
-                                  client_host)
+                                  client_host, throttle_ms)
 
     async def _raw_sasl_token(self, frame: bytes | memoryview, session: Session) -> Response:
         """A SASL token after SaslHandshake v0: answered as a bare token (see handlers.sasl)."""
@@ -771,7 +787,7 @@ class Broker:
 
     async def _complete(self, pending: Awaitable[Any], api: ApiRange, version: int,
                         header: RequestHeader, flexible: bool, request: Any,
-                        client_host: str) -> Response | None:
+                        client_host: str, throttle_ms: int = 0) -> Response | None:
         """Finish a deferred handler's answer and encode it (failures answered as Kafka)."""
         try:
             result = await pending
@@ -781,18 +797,23 @@ class Broker:
             return self._with_header(header, flexible, self._answer_failure(
                 api, version, header, request, client_host, exc))
         return await self._encode(result, api, version, header, flexible, request,
-                                  client_host)
+                                  client_host, throttle_ms)
 
     async def _encode(self, result: Any, api: ApiRange, version: int, header: RequestHeader,
-                      flexible: bool, request: Any, client_host: str) -> Response | None:
+                      flexible: bool, request: Any, client_host: str, throttle_ms: int = 0
+                      ) -> Response | None:
         if result is None:
             return None
+        if throttle_ms > 0:
+            result = with_throttle(result, throttle_ms)
         try:
             body: Response | bytes = result if isinstance(result, Response) else \
                 await offload.encode_body(api.key, version, result)
         except Exception as exc:
             body = self._answer_failure(api, version, header, request, client_host, exc)
-        return self._with_header(header, flexible, body)
+        response = self._with_header(header, flexible, body)
+        response.throttle_ms = throttle_ms
+        return response
 
     @staticmethod
     def _with_header(header: RequestHeader, flexible: bool, body: Response | bytes

@@ -24,7 +24,10 @@ stays bounded whatever its client does:
   responses): no new request is taken until it drains, and a response is written in pieces of
   ``SEND_CHUNK_BYTES``, each only once the previous ones have drained;
 - the broker's request memory (``queued.max.request.bytes``) is exhausted and a new frame waits
-  for its share.
+  for its share;
+- the client went over a quota: once the response carrying its throttle time is sent, the
+  connection is muted for that long (KIP-219): nothing read, no queued frame handled; a timer
+  of the loop (``call_later``) unmutes it.
 """
 
 from __future__ import annotations
@@ -107,6 +110,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.session = session or Session(network.broker.config.listeners[0], client_ip)
         self._peer = "?"
         self._client_host = ""
+        #: While muted for a quota: resolved when the throttle time is over, and its timer.
+        self._unmuted: asyncio.Future[None] | None = None
+        self._unmute_timer: asyncio.TimerHandle | None = None
+        self._muted_until = 0.0
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -134,6 +141,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._sender.cancel()
         for pending in self._unsent:
             pending.cancel()
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
 
     @property
     def in_request(self) -> bool:
@@ -196,7 +205,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         queued = len(self._frames) + len(self._unsent)
         pause = (
-            self._reader.blocked
+            self._unmuted is not None
+            or self._reader.blocked
             or self._write_blocked
             or queued >= MAX_QUEUED_FRAMES
             or (self._reading_paused and queued >= MAX_QUEUED_FRAMES // 2)
@@ -241,6 +251,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if not self._frames:
                     self._wakeup = loop.create_future()
                     await self._wakeup
+                    continue
+                if self._unmuted is not None:
+                    await self._unmuted
                     continue
                 frame = self._frames[0]
                 produce = _api_key(frame) == PRODUCE
@@ -344,6 +357,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("unexpected error on connection %s", self._peer)
             self.abort("internal error")
 
+    def _mute(self, throttle_ms: int) -> None:
+        """Read and handle nothing more from this client for ``throttle_ms`` (KIP-219)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if self._unmuted is not None and until <= self._muted_until:
+            return
+        self._muted_until = until
+        if self._unmute_timer is not None:
+            self._unmute_timer.cancel()
+        if self._unmuted is None:
+            self._unmuted = loop.create_future()
+        self._unmute_timer = loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        unmuted, self._unmuted, self._unmute_timer = self._unmuted, None, None
+        if unmuted is not None and not unmuted.done():
+            unmuted.set_result(None)
+        self._update_reading()
+
     async def _drained(self) -> None:
         """Wait until the write buffer is below its high-water mark again."""
         can_write = self._can_write
@@ -377,6 +410,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if pending:
             transport.write(b"".join(pending))
         self._network.idle.touch(self)
+        if response.throttle_ms > 0:
+            self._mute(response.throttle_ms)
         await self._drained()
 
     async def _send_file(self, fd: int, position: int, size: int) -> None:

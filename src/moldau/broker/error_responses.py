@@ -84,6 +84,7 @@ MIRRORS: dict[int, dict[str, tuple[Mirror, ...]]] = {
     apis.CREATE_PARTITIONS: {"results": _m("topics")},
     apis.CREATE_ACLS: {"results": _m("creations")},
     apis.DELETE_ACLS: {"filter_results": _m("filters")},
+    apis.ALTER_CLIENT_QUOTAS: {"entries": _m("entries")},
     apis.DELETE_GROUPS: {"results": _m("groups_names", "group_id")},
     apis.CONSUMER_GROUP_DESCRIBE: {"groups": _m("group_ids", "group_id")},
     apis.DESCRIBE_TOPIC_PARTITIONS: {"topics": _m("topics")},

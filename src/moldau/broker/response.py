@@ -27,6 +27,9 @@ class FileRange(Protocol):
 class Response:
     parts: list[bytes | FileRange]
     size: int
+    #: The client is over a quota: the connection reads nothing more for this long once the
+    #: response is sent (KIP-219).
+    throttle_ms: int = 0
 
     @classmethod
     def of_bytes(cls, *chunks: bytes) -> Response:

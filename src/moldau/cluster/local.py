@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..security.acls import AclBinding
+from ..config.client_quotas import QuotaEntity, entity_path, parse_entity_path
 from .metadata import TopicMetadata
 
 METADATA_FILE = "moldau-metadata.json"
@@ -59,6 +60,8 @@ class LocalMetadataStore:
         self._users: dict[str, dict[str, str]] = {}
         #: The authorizer's ACLs (Kafka's ZooKeeper JSON fields, one object per binding).
         self._acls: list[AclBinding] = []
+        #: Client quotas by Kafka entity path (``users/alice/clients/app``).
+        self._quotas: dict[str, dict[str, float]] = {}
         self._producer_id_limit = 0
         self._next_producer_id = 0
         self.cluster_id = cluster_id or new_cluster_id()
@@ -89,6 +92,9 @@ class LocalMetadataStore:
         self._broker_configs = dict(doc.get("broker_configs", {}))
         self._users = {str(u): dict(c) for u, c in doc.get("users", {}).items()}
         self._acls = [AclBinding.from_json(raw) for raw in doc.get("acls", [])]
+        self._quotas = {str(p): {str(k): float(v) for k, v in c.items()}
+                        for p, c in doc.get("client_quotas", {}).items()
+                        if parse_entity_path(str(p)) is not None}
         # Everything below the persisted limit may have been handed out before the restart.
         self._producer_id_limit = int(doc.get("producer_id_limit", 0))
         self._next_producer_id = self._producer_id_limit
@@ -100,6 +106,7 @@ class LocalMetadataStore:
         producer_id_limit: int | None = None,
         users: dict[str, dict[str, str]] | None = None,
         acls: list[AclBinding] | None = None,
+        quotas: dict[str, dict[str, float]] | None = None,
     ) -> None:
         """Persist the document with the given parts replaced, before memory changes.
 
@@ -124,6 +131,7 @@ class LocalMetadataStore:
                                   else producer_id_limit),
             "users": self._users if users is None else users,
             "acls": [acl.to_json() for acl in (self._acls if acls is None else acls)],
+            "client_quotas": self._quotas if quotas is None else quotas,
         }
         tmp = self._path.with_suffix(".tmp")
         try:
@@ -210,6 +218,22 @@ class LocalMetadataStore:
         acls += [acl for acl in dict.fromkeys(added) if acl not in present]
         self._save(acls=acls)
         self._acls = acls
+
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        found = {}
+        for path, values in self._quotas.items():
+            parsed = parse_entity_path(path)
+            if parsed is not None and values:
+                found[parsed] = dict(values)
+        return found
+
+    def set_client_quotas(self, entity: QuotaEntity, values: dict[str, float]) -> None:
+        path = entity_path(entity)
+        quotas = {p: v for p, v in self._quotas.items() if p != path}
+        if values:
+            quotas[path] = dict(values)
+        self._save(quotas=quotas)
+        self._quotas = quotas
 
     def next_producer_id(self) -> int:
         if self._next_producer_id >= self._producer_id_limit:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..security.acls import AclBinding
+from ..config.client_quotas import QuotaEntity
 
 
 @dataclass(slots=True)
@@ -63,4 +64,12 @@ class MetadataStore(Protocol):
 
     def change_acls(self, added: list[AclBinding], removed: list[AclBinding]) -> None:
         """Persist ACL creations and deletions (the authorizer applies them once stored)."""
+        ...
+
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        """Every client quota entity with its quota values (see ``config.client_quotas``)."""
+        ...
+
+    def set_client_quotas(self, entity: QuotaEntity, values: dict[str, float]) -> None:
+        """Replace an entity's quota values (empty: it has none left)."""
         ...

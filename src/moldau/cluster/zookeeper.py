@@ -27,6 +27,14 @@ from kazoo.protocol.states import ZnodeStat
 from kio.schema.errors import ErrorCode
 
 from ..security.acls import AclBinding
+from ..config.client_quotas import (
+    QUOTA_KEYS,
+    QuotaEntity,
+    decode_values,
+    encode_value,
+    entity_path,
+    parse_entity_path,
+)
 from . import znodes
 from .assignment import (
     AssignmentError,
@@ -39,6 +47,7 @@ from .metadata import MetadataStore, TopicMetadata
 from .zk_acls import ZkAclStore
 from .zk_brokers import BrokerCache
 from .zk_session import ZkSession
+from .zk_config_changes import ConfigChangeListener
 from .zk_topics import TopicCache
 
 log = logging.getLogger(__name__)
@@ -83,6 +92,7 @@ class ZkMetadataStore:
         self._pid_lock = threading.Lock()
         self._pid_block: znodes.ProducerIdBlock | None = None
         self._next_pid = 0
+        self._config_changes: ConfigChangeListener | None = None
 
     # --- life cycle ------------------------------------------------------------------------
 
@@ -106,6 +116,8 @@ class ZkMetadataStore:
         """End the session: the registration (and /controller if ours) disappear at once."""
         self._cache.stop()
         self._brokers.stop()
+        if self._config_changes is not None:
+            self._config_changes.stop()
         self.session.close()
 
     # --- broker registration ---------------------------------------------------------------
@@ -346,7 +358,60 @@ class ZkMetadataStore:
             children = self.client.get_children(f"{znodes.CONFIG}/users")
         except NoNodeError:
             return []
-        return sorted(u for u in children if self.user_configs(u))
+        # /config/users/<user> also holds quotas: a user is listed for its credentials only.
+        return sorted(u for u in children
+                      if any(k.startswith("SCRAM-") for k in self.user_configs(u)))
+
+    # --- client quotas (/config/users, /config/clients, as Kafka 3.9 keeps them) ----------
+
+    def _entity_configs(self, path: str) -> dict[str, str]:
+        try:
+            data, _ = self.client.get(f"{znodes.CONFIG}/{path}")
+        except NoNodeError:
+            return {}
+        return znodes.decode_config(data)
+
+    def client_quota(self, entity: QuotaEntity) -> dict[str, float]:
+        """One entity's quota values (blocking: one round trip)."""
+        return decode_values(self._entity_configs(entity_path(entity)))
+
+    def client_quotas(self) -> dict[QuotaEntity, dict[str, float]]:
+        found: dict[QuotaEntity, dict[str, float]] = {}
+
+        def add(path: str) -> None:
+            quota_entity = parse_entity_path(path)
+            values = decode_values(self._entity_configs(path))
+            if quota_entity is not None and values:
+                found[quota_entity] = values
+
+        for kind in ("users", "clients"):
+            try:
+                names = self.client.get_children(f"{znodes.CONFIG}/{kind}")
+            except NoNodeError:
+                continue
+            for name in names:
+                add(f"{kind}/{name}")
+                if kind == "users":
+                    with contextlib.suppress(NoNodeError):
+                        for client in self.client.get_children(
+                                f"{znodes.CONFIG}/users/{name}/clients"):
+                            add(f"users/{name}/clients/{client}")
+        return found
+
+    def set_client_quotas(self, entity: QuotaEntity, values: dict[str, float]) -> None:
+        """Replace the entity's quota keys, keeping the others (SCRAM credentials share
+        /config/users/<user>), then notify every broker (/config/changes)."""
+        path = entity_path(entity)
+        kind, _, name = path.partition("/")
+        configs = {k: v for k, v in self._entity_configs(path).items() if k not in QUOTA_KEYS}
+        configs.update({k: encode_value(k, v) for k, v in values.items()})
+        self._set_entity_config(kind, name, configs)
+
+    def watch_config_changes(self, on_change: Callable[[str], None]) -> None:
+        """Call ``on_change(entity_path)`` (on a kazoo thread) for every config change
+        notification from now on."""
+        self._config_changes = ConfigChangeListener(self.client, on_change)
+        self._config_changes.start()
 
     # --- ACLs (see zk_acls) -----------------------------------------------------------------
 

@@ -648,6 +648,14 @@ class BrokerConfig:
         return self._int("queued.max.request.bytes")
 
     @property
+    def quota_window_num(self) -> int:
+        return self._int("quota.window.num")
+
+    @property
+    def quota_window_size_seconds(self) -> int:
+        return self._int("quota.window.size.seconds")
+
+    @property
     def max_connections(self) -> int:
         return self._int("max.connections")
 

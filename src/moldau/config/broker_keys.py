@@ -224,6 +224,11 @@ _KEYS: list[ConfigKey] = [
               MEDIUM),
     ConfigKey("max.connection.creation.rate", INT, INT_MAX, "New connections per second; "
               "accepted, unused.", MEDIUM, at_least(0), used=False),
+    # -- client quotas ---------------------------------------------------------------------
+    ConfigKey("quota.window.num", INT, 11, "Windows over which a client's rate is measured "
+              "against its quota.", LOW, at_least(1)),
+    ConfigKey("quota.window.size.seconds", INT, 1, "Length of each quota window; also the "
+              "longest a client is throttled for at once.", LOW, at_least(1)),
     # -- replication -----------------------------------------------------------------------
     ConfigKey("replica.fetch.max.bytes", INT, 1_048_576, "Bytes a follower asks for per "
               "partition.", MEDIUM, at_least(0)),
@@ -440,8 +445,6 @@ KNOWN_UNUSED_KEYS: frozenset[str] = frozenset({
     "principal.builder.class",
     "process.roles",
     "producer.purgatory.purge.interval.requests",
-    "quota.window.num",
-    "quota.window.size.seconds",
     "remote.log.storage.system.enable",
     "replica.selector.class",
     "replication.quota.window.num",

@@ -15,6 +15,7 @@ def register_all(broker: Broker) -> None:
         acls,
         admin_topics,
         api_versions,
+        client_quotas,
         cluster_info,
         config_resources,
         configs,
@@ -47,6 +48,8 @@ def register_all(broker: Broker) -> None:
     broker.register(apis.SASL_AUTHENTICATE, sasl.handle_authenticate)
     broker.register(apis.DESCRIBE_USER_SCRAM_CREDENTIALS, scram_users.handle_describe)
     broker.register(apis.ALTER_USER_SCRAM_CREDENTIALS, scram_users.handle_alter)
+    broker.register(apis.DESCRIBE_CLIENT_QUOTAS, client_quotas.handle_describe)
+    broker.register(apis.ALTER_CLIENT_QUOTAS, client_quotas.handle_alter)
     broker.register(apis.METADATA, metadata.handle)
     broker.register(apis.CONTROLLED_SHUTDOWN, controlled_shutdown.handle)
     broker.register(apis.PRODUCE, produce.handle)

@@ -28,6 +28,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ...config.client_quotas import CONSUMER_BYTE_RATE
 from ...log.errors import OffsetOutOfRangeError, StorageError
 from ...metrics.counters import BrokerCounters
 from ...protocol import codec
@@ -36,6 +37,7 @@ from ...replica import ReplicaError
 from .. import authz, offload
 from ..broker import Broker, RequestContext, now_ms
 from ..response import FileRange, Response
+from ..quota_throttle import client_of
 from .api_versions import NO_THROTTLE
 from .pacing import Pacer
 
@@ -100,7 +102,7 @@ def _denied(ctx: RequestContext, request: Any, follower: int) -> frozenset[str]:
 
 
 async def _read_all(broker: Broker, request: Any, follower: int = -1,
-                    denied: frozenset[str] = frozenset()
+                    denied: frozenset[str] = frozenset(), cap: int | None = None
                     ) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
     """Read every requested partition within the request's byte limits (KIP-74 rules).
 
@@ -109,6 +111,8 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1,
     which may grow the ISR and move the high watermark.
     """
     budget = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    if cap is not None:  # a consumer quota: at most one quota window's worth (as Kafka)
+        budget = min(budget, cap)
     total = 0
     reads: list[tuple[Any, list[_PartitionRead]]] = []
     pacer = Pacer()
@@ -274,7 +278,11 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
                      responses=(), node_endpoints=())
     follower = replica_id(request) if broker.cluster is not None else -1
     denied = _denied(ctx, request, follower) if broker.authorizer is not None else frozenset()
-    reads, total = await _read_all(broker, request, follower, denied)
+    ctx.quota_exempt = follower >= 0
+    cap = None
+    if broker.client_quotas.enabled[CONSUMER_BYTE_RATE] and follower < 0:
+        cap = broker.client_quotas.fetch_window_bytes(*client_of(ctx))
+    reads, total = await _read_all(broker, request, follower, denied, cap)
     max_wait_s = request.max_wait.total_seconds()
     min_bytes = max(request.min_bytes, 1)
     if total < min_bytes and max_wait_s > 0 and not _has_error(reads):
@@ -284,7 +292,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             for r in parts
             if r.topic is not None and not r.held
         ]
-        started = time.perf_counter_ns() if ctx.timing is not None else 0
+        started = time.perf_counter_ns()
         if follower >= 0:
             # Something appended while this fetch was being read (the loop may run the
             # produce handler in between) would not wake it: look again first. No await
@@ -297,12 +305,31 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         else:
             await broker.replicas.wait_for_data(keys, min_bytes - total, max_wait_s,
                                                 getattr(request, "isolation_level", 0) == 1)
+        waited = time.perf_counter_ns() - started
+        ctx.waited_s = waited / 1e9
         if ctx.timing is not None:
-            ctx.timing.remote_ns += time.perf_counter_ns() - started
-        reads, total = await _read_all(broker, request, follower, denied)
+            ctx.timing.remote_ns += waited
+        reads, total = await _read_all(broker, request, follower, denied, cap)
     if broker.metrics is not None:
         _count(broker.metrics, reads, follower)
-    return await _encode(ctx, reads)
+    response = await _encode(ctx, reads)
+    if broker.client_quotas.enabled[CONSUMER_BYTE_RATE] and follower < 0:
+        return _consumer_quota(ctx, response)
+    return response
+
+
+def _consumer_quota(ctx: RequestContext, response: Response) -> Any:
+    """Count the response against ``consumer_byte_rate``; over quota, answer empty with the
+    throttle time instead, as Kafka does (its bytes are not counted then)."""
+    quotas = ctx.broker.client_quotas
+    user, client = client_of(ctx)
+    throttle_ms = quotas.record_fetch(user, client, response.size)
+    if throttle_ms <= 0:
+        return response
+    quotas.unrecord_fetch(user, client, response.size)
+    ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
+    return build(ctx.resp.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                 session_id=0, responses=(), node_endpoints=())
 
 
 def _count(metrics: BrokerCounters, reads: list[tuple[Any, list[_PartitionRead]]],
