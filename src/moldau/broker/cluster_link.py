@@ -49,6 +49,7 @@ from ..cluster.zookeeper import (
     ZkStoreError,
 )
 from ..config import effective_topic_config
+from ..config.client_quotas import parse_entity_path
 from ..replica import Partition
 from ..replica.fetcher import ReplicaFetchers
 from . import partition_files
@@ -172,6 +173,9 @@ class ClusterLink:
         self._broker.replicas.propose_isr = self._propose_isr
         self._dirty.update(self.store.topics())
         self._schedule_sync()
+        # Client quotas set through any broker: applied here on their change notification.
+        self.store.watch_config_changes(self._on_config_change)
+        self._broker.client_quotas.load(self.store.client_quotas())
         for (topic, partition), state in self.states.states.items():
             self._apply(topic, partition, state)
 
@@ -292,6 +296,13 @@ class ClusterLink:
             self.states.watch_topic(name, range(topic.partitions))
         self.controller.poke()
         self._call(self._topic_changed, name)
+
+    def _on_config_change(self, entity_path: str) -> None:
+        """A /config/changes notification (kazoo thread): re-read a changed quota entity."""
+        quota_entity = parse_entity_path(entity_path)
+        if quota_entity is not None:
+            self._call(self._broker.client_quotas.set, quota_entity,
+                       self.store.client_quota(quota_entity))
 
     def _on_brokers_change(self, _brokers: object) -> None:
         self.controller.poke()

@@ -17,6 +17,7 @@ from .group import group_group
 from .log_tools import log_group
 from .pipeline import pipeline_group
 from .produce import produce
+from .quota import quota_group
 from .registry_cmd import registry
 from .rest_cmd import rest
 from .top import top
@@ -73,6 +74,7 @@ cli.add_command(top)
 cli.add_command(rest)
 cli.add_command(user_group)
 cli.add_command(acl_group)
+cli.add_command(quota_group)
 
 
 def main() -> None:

@@ -46,8 +46,8 @@ from .local import new_cluster_id
 from .metadata import MetadataStore, TopicMetadata
 from .zk_acls import ZkAclStore
 from .zk_brokers import BrokerCache
-from .zk_session import ZkSession
 from .zk_config_changes import ConfigChangeListener
+from .zk_session import ZkSession
 from .zk_topics import TopicCache
 
 log = logging.getLogger(__name__)

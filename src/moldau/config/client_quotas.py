@@ -52,7 +52,7 @@ class _Absent:
 ABSENT = _Absent()
 
 
-def entity(user: str | None | _Absent = ABSENT, client_id: str | None | _Absent = ABSENT
+def entity(user: str | _Absent | None = ABSENT, client_id: str | _Absent | None = ABSENT
            ) -> QuotaEntity:
     """An entity from its parts: a name, None (the default), or ABSENT (not part of it)."""
     parts: list[tuple[str, str | None]] = []

@@ -36,8 +36,8 @@ from ...protocol.codec import build
 from ...replica import ReplicaError
 from .. import authz, offload
 from ..broker import Broker, RequestContext, now_ms
-from ..response import FileRange, Response
 from ..quota_throttle import client_of
+from ..response import FileRange, Response
 from .api_versions import NO_THROTTLE
 from .pacing import Pacer
 
