@@ -93,8 +93,9 @@ class ClientQuotas:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.samples = samples
         self.window_ms = window_s * 1000
-        #: The longest a client is held back (Kafka: one quota window).
-        self.max_throttle_ms = self.window_ms
+        #: The longest a request-time violation holds a client back (Kafka's
+        #: ClientRequestQuotaManager: one window); byte rates are not bounded (as Kafka).
+        self.max_request_throttle_ms = self.window_ms
         self._clock = clock
         self._kinds = {key: _QuotaKind(key) for key in QUOTA_KEYS}
         #: True while some quota is configured: the only test made per request otherwise.
@@ -182,7 +183,8 @@ class ClientQuotas:
 
     # -- recording ----------------------------------------------------------------------------
 
-    def _record(self, key: str, user: str, client: str, value: float) -> int:
+    def _record(self, key: str, user: str, client: str, value: float,
+                max_ms: int = 2**31 - 1) -> int:
         if not self.enabled[key]:
             return 0
         limit = self._limit(key, user, client)
@@ -190,7 +192,7 @@ class ClientQuotas:
             return 0
         now = self.now_ms()
         limit.rate.record(value, now)
-        return limit.rate.throttle_ms(limit.bound, now, self.max_throttle_ms)
+        return limit.rate.throttle_ms(limit.bound, now, max_ms)
 
     def record_produce(self, user: str, client: str, request_bytes: int) -> int:
         """A Produce request of ``request_bytes``: the throttle time in ms (0: none)."""
@@ -216,7 +218,8 @@ class ClientQuotas:
     def record_request_time(self, user: str, client: str, seconds: float) -> int:
         """Handler time of a request, as a percentage of one second (Kafka's request
         thread time in percent): the throttle time in ms (0: none)."""
-        return self._record(REQUEST_PERCENTAGE, user, client, seconds * 100.0)
+        return self._record(REQUEST_PERCENTAGE, user, client, seconds * 100.0,
+                            self.max_request_throttle_ms)
 
     # -- controller mutations (KIP-599) --------------------------------------------------------
 

@@ -10,7 +10,8 @@ looking infinite.
 
 Over quota, the client is throttled for ``(rate - quota) / quota * span`` (Kafka's
 QuotaUtils.throttleTime): the time after which the measured rate is back at the quota if the
-client sends nothing meanwhile, at most one window (``ClientQuotaManager``'s bound).
+client sends nothing meanwhile. Kafka bounds it to one window for request time only
+(ClientRequestQuotaManager); byte rates are not bounded.
 
 :class:`TokenBucket` is KIP-599's bucket for ``controller_mutation_rate``: ``quota`` tokens
 a second, at most ``quota * samples * window`` of them; a mutation takes one token per
