@@ -8,6 +8,7 @@ import pytest
 from moldau.broker.client_quotas import ClientQuotas, principal_user
 from moldau.broker.quota_rate import SampledRate, TokenBucket
 from moldau.config.client_quotas import (
+    QuotaEntity,
     QuotaValueError,
     encode_value,
     entity,
@@ -179,7 +180,7 @@ def test_token_bucket_starts_full_and_refills() -> None:
     (entity(user="CN=a,O=b", client_id=None), "users/CN%3Da%2CO%3Db/clients/<default>"),
     (entity(user=None, client_id="c*~"), "users/<default>/clients/c%2A%7E"),
 ])
-def test_entity_paths_are_kafkas_sanitized_znode_paths(quota_entity: tuple[tuple[str, str | None], ...],
+def test_entity_paths_are_kafkas_sanitized_znode_paths(quota_entity: QuotaEntity,
                                                        path: str) -> None:
     assert entity_path(quota_entity) == path
     assert parse_entity_path(path) == quota_entity

@@ -25,6 +25,7 @@ from .. import authz
 from ..broker import Broker, RequestContext
 from ..errors import ApiError
 from ..topic_names import validate_topic_name
+from . import mutation_quota
 from .api_versions import NO_THROTTLE
 from .configs import topic_config_entries
 
@@ -129,6 +130,8 @@ async def _create_one(ctx: RequestContext, topic: Any, validate_only: bool) -> A
     factor = (len(next(iter(assignment.values()))) if assignment else
               broker.config.default_replication_factor
               if topic.replication_factor == UNSET else topic.replication_factor)
+    if not validate_only:
+        mutation_quota.take(ctx, len(assignment) if assignment else partitions)
     created = await broker.create_topic_async(name, partitions, _topic_configs(topic),
                                               validate_only=validate_only,
                                               replication_factor=factor, assignment=assignment)
@@ -198,6 +201,7 @@ async def handle_create_topics(request: Any, ctx: RequestContext) -> Any:
             m.CreatableTopicResult, name=topic.name, topic_id=None, error_code=error.code,
             error_message=error.message, num_partitions=UNSET, replication_factor=UNSET,
             configs=()))
+    mutation_quota.finish(ctx)
     return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
@@ -234,6 +238,7 @@ async def _delete_one(ctx: RequestContext, name: str | None, topic_id: uuid.UUID
         return _delete_result(m, name, None, ErrorCode.unknown_topic_or_partition,
                               f"Topic '{name}' does not exist.")
     try:
+        mutation_quota.take(ctx, existing.partitions)
         await broker.delete_topic_async(name)
     except ApiError as exc:
         return _delete_result(m, name, existing.topic_id, exc.code, exc.message)
@@ -272,6 +277,7 @@ async def handle_delete_topics(request: Any, ctx: RequestContext) -> Any:
                                               f"Duplicate topic {what}."))
             continue
         results.append(await _delete_one(ctx, name, topic_id))
+    mutation_quota.finish(ctx)
     return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
@@ -299,6 +305,8 @@ async def _grow(ctx: RequestContext, topic: Any, validate_only: bool) -> None:
     if topic.assignments is not None and topic.count > existing.partitions:
         assignment = {index: list(a.broker_ids) for index, a in
                       enumerate(topic.assignments, start=existing.partitions)}
+    if not validate_only and topic.count > existing.partitions:
+        mutation_quota.take(ctx, topic.count - existing.partitions)
     await broker.add_partitions_async(topic.name, topic.count, validate_only=validate_only,
                                       assignment=assignment)
 
@@ -340,4 +348,5 @@ async def handle_create_partitions(request: Any, ctx: RequestContext) -> Any:
                 code, message = exc.code, exc.message
         results.append(build(m.CreatePartitionsTopicResult, name=topic.name, error_code=code,
                              error_message=message))
+    mutation_quota.finish(ctx)
     return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
