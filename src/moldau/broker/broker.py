@@ -770,7 +770,7 @@ class Broker:
         if isinstance(result, Deferred):
             return Pending(asyncio.ensure_future(self._complete(
                 result.pending, api, version, header, flexible, request, client_host,
-                throttle_ms)))
+                throttle_ms)), throttle_ms)
         return await self._encode(result, api, version, header, flexible, request,
                                   client_host, throttle_ms)
 

@@ -290,6 +290,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     if timing is not None:
                         response.future.add_done_callback(timing.mark_remote_done)
                     self._queue(response.future, timing)
+                    if response.throttle_ms > 0 and self._sender is not None:
+                        # Over a quota: no later Produce overtakes; the connection mutes
+                        # once this response is sent.
+                        await asyncio.shield(self._sender)
                 elif self._unsent:
                     if response is not None:
                         done = loop.create_future()

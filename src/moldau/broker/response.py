@@ -53,7 +53,10 @@ class Deferred:
 class Pending:
     """A response still being completed (a :class:`Deferred` handler answer, then encoded)."""
 
-    __slots__ = ("future",)
+    __slots__ = ("future", "throttle_ms")
 
-    def __init__(self, future: asyncio.Future[Response | None]) -> None:
+    def __init__(self, future: asyncio.Future[Response | None], throttle_ms: int = 0) -> None:
         self.future = future
+        #: Over a quota: the connection handles nothing more until this response is sent
+        #: (and then mutes itself, see :class:`Response`).
+        self.throttle_ms = throttle_ms

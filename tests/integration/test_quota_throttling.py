@@ -1,0 +1,173 @@
+"""Throttling by real clients' traffic: a producer limited to 1 MB/s gets 1 MB/s (± 10 % over
+20 s) while an unlimited producer on the same broker keeps its throughput, and a consumer
+over its quota is slowed down and sees the throttle time (librdkafka's statistics).
+
+The rate is Kafka's: measured over ``quota.window.num`` windows, at least ``num - 1`` of
+them long. A client with a backlog therefore moves in bursts of up to ``num - 1`` windows'
+worth, then waits: with Kafka's default of 11 windows the average is the quota, but a 20 s
+span holds one or two such bursts (measured 0.74 to 1.34 of the quota). These brokers
+measure over 2 windows of 1 s (bursts of at most 2 s's worth), after a 4 s warm-up.
+
+Every loop is bounded in time and in records.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.conftest import TEST_BROKER_OVERRIDES
+from tests.helpers import BrokerProcess, ok, run_moldau
+
+QUOTA = 1_048_576
+VALUE = b"x" * 10_000
+MEASURE_S = 20.0
+WARM_UP_S = 4.0
+WINDOWS = "quota.window.num=2"
+
+
+@dataclass
+class Throughput:
+    """Bytes acknowledged before the deadline, and the largest throttle time reported."""
+
+    acked_bytes: int = 0
+    errors: list[str] = field(default_factory=list)
+    max_throttle_ms: float = 0.0
+
+    def stats(self, text: str) -> None:
+        for broker in json.loads(text).get("brokers", {}).values():
+            self.max_throttle_ms = max(self.max_throttle_ms,
+                                       broker.get("throttle", {}).get("max", 0))
+
+
+def produce_for(bootstrap: str, topic: str, client_id: str, seconds: float,
+                warm_up: float = 0.0) -> Throughput:
+    """Produce as fast as the broker lets ``client_id`` for ``warm_up + seconds``; count
+    what is acked in the last ``seconds``."""
+    result = Throughput()
+    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id,
+                         "linger.ms": 5, "queue.buffering.max.kbytes": 4096,
+                         "statistics.interval.ms": 1000, "stats_cb": result.stats})
+    counting_from = time.monotonic() + warm_up
+    deadline = counting_from + seconds
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            result.errors.append(str(err))
+        elif counting_from <= time.monotonic() <= deadline:
+            result.acked_bytes += len(msg.value())
+
+    sent = 0
+    while time.monotonic() < deadline and sent < 1_000_000:
+        try:
+            producer.produce(topic, VALUE, on_delivery=delivered)
+            sent += 1
+            producer.poll(0)
+        except BufferError:
+            producer.poll(0.05)
+    producer.flush(30)
+    return result
+
+
+@pytest.fixture(scope="module")
+def throttle_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(tmp_path_factory.mktemp("throttle"),
+                            overrides=(*TEST_BROKER_OVERRIDES, WINDOWS)).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def create(bootstrap: str, *topics: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+        future.result(timeout=30)
+
+
+def test_limited_producer_gets_its_quota_and_the_other_keeps_its_throughput(
+        throttle_broker: BrokerProcess, topic_name: str) -> None:
+    b = throttle_broker.bootstrap
+    create(b, topic_name + "-free", topic_name + "-limited")
+    ok(run_moldau("quota", "set", "--client-id", "limited", "--add-config",
+                  f"producer_byte_rate={QUOTA}", bootstrap=b))
+    alone = produce_for(b, topic_name + "-free", "free", 5.0)
+    assert not alone.errors and alone.acked_bytes > 0
+    baseline = alone.acked_bytes / 5.0
+
+    results: dict[str, Throughput] = {}
+
+    def run(name: str, seconds: float, warm_up: float = 0.0) -> None:
+        results[name] = produce_for(b, f"{topic_name}-{name}", name, seconds, warm_up)
+
+    limited = threading.Thread(target=run, args=("limited", MEASURE_S, WARM_UP_S))
+    limited.start()
+    time.sleep(WARM_UP_S + 5.0)
+    run("free", 5.0)  # the unlimited producer beside the limited one
+    limited.join(timeout=MEASURE_S + WARM_UP_S + 60)
+    assert not limited.is_alive()
+    limited_rate = results["limited"].acked_bytes / MEASURE_S
+    free_rate = results["free"].acked_bytes / 5.0
+    print(f"limited {limited_rate / QUOTA:.3f} of its quota; unlimited {free_rate / 1e6:.1f} "
+          f"MB/s beside it, {baseline / 1e6:.1f} MB/s alone; max throttle "
+          f"{results['limited'].max_throttle_ms} ms")
+    assert not results["limited"].errors and not results["free"].errors
+    assert 0.9 * QUOTA <= limited_rate <= 1.1 * QUOTA, limited_rate / QUOTA
+    assert results["limited"].max_throttle_ms > 0
+    assert results["free"].max_throttle_ms == 0
+    assert free_rate >= 0.6 * baseline, (free_rate, baseline)
+
+
+def test_consumer_over_its_quota_is_throttled(make_broker: Any, topic_name: str) -> None:
+    """Over 2 windows of 1 s: a first burst of at most one window's worth, then the rate."""
+    broker = make_broker(WINDOWS)
+    b = broker.bootstrap
+    create(b, topic_name)
+    producer = Producer({"bootstrap.servers": b, "linger.ms": 5})
+    for _ in range(1200):  # 12 MB
+        while True:
+            try:
+                producer.produce(topic_name, VALUE)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+    quota = 512 * 1024
+    ok(run_moldau("quota", "set", "--client-id", "slow-reader", "--add-config",
+                  f"consumer_byte_rate={quota}", bootstrap=b))
+    stats = Throughput()
+    consumer = Consumer({"bootstrap.servers": b, "group.id": topic_name,
+                         "client.id": "slow-reader", "auto.offset.reset": "earliest",
+                         "statistics.interval.ms": 1000, "stats_cb": stats.stats})
+    consumer.subscribe([topic_name])
+    received, started, first = 0, 0.0, None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (first is None or
+                                               time.monotonic() - first < 8.0):
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            if first is None:
+                first = time.monotonic()
+            received += len(msg.value())
+        started = first or time.monotonic()
+        elapsed = time.monotonic() - started
+        # let the statistics of the last interval arrive
+        for _ in range(10):
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+    rate = received / elapsed
+    print(f"consumer {rate / quota:.2f} of its quota, max throttle {stats.max_throttle_ms} ms")
+    assert received < 12 * 1024 * 1024  # it did not get everything
+    assert 0.5 * quota <= rate <= 1.5 * quota
+    assert stats.max_throttle_ms > 0
