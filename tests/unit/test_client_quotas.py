@@ -194,6 +194,8 @@ def test_values_are_checked_and_stored_as_kafka_does() -> None:
         parse_value("bogus", 1.0)
     with pytest.raises(QuotaValueError, match="must be a Long"):
         parse_value("consumer_byte_rate", 1.5)
+    with pytest.raises(QuotaValueError, match="must be a Long"):
+        parse_value("producer_byte_rate", 1e300)
     assert parse_value("request_percentage", 1.5) == 1.5
     assert parse_entity_path("topics/t") is None
     assert principal_user("User:alice") == "alice"

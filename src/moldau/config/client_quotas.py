@@ -95,7 +95,8 @@ def parse_value(key: str, value: float) -> float:
     if math.isnan(value) or math.isinf(value):
         raise QuotaValueError(f"Configuration {key} must be a finite value")
     if whole:
-        if abs(round(value) - value) > 1e-6:
+        # Kafka converts with Double.toLong, which saturates: out of range is not a Long.
+        if not -(2**63) <= value < 2**63 or abs(round(value) - value) > 1e-6:
             raise QuotaValueError(f"Configuration {key} must be a Long value")
         return float(round(value))
     return float(value)
