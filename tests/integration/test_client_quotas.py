@@ -238,3 +238,14 @@ def test_controller_mutation_rate_refuses_once_spent(quota_broker: BrokerProcess
     admin = AdminClient({"bootstrap.servers": quota_broker.bootstrap})
     admin.create_topics([NewTopic(topic_name + "-2", 1, 1)])[topic_name + "-2"].result(
         timeout=30)
+
+
+def test_quotas_need_alter_configs_and_describe_configs_on_the_cluster(
+        make_broker: Any) -> None:
+    """With an authorizer, User:ANONYMOUS (no ACL) may neither set nor describe quotas."""
+    broker = make_broker("authorizer.class.name=kafka.security.authorizer.AclAuthorizer")
+    one_line_error(run_moldau("quota", "set", "--user", "x", "--add-config",
+                              "producer_byte_rate=1", bootstrap=broker.bootstrap),
+                   "CLUSTER_AUTHORIZATION_FAILED")
+    one_line_error(run_moldau("quota", "describe", bootstrap=broker.bootstrap),
+                   "CLUSTER_AUTHORIZATION_FAILED")

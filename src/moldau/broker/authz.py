@@ -180,6 +180,8 @@ WHOLE_REQUEST: dict[int, tuple[Check, ...]] = {
     apis.DESCRIBE_USER_SCRAM_CREDENTIALS: ((Op.DESCRIBE, CLUSTER, None),),
     apis.ALTER_USER_SCRAM_CREDENTIALS: ((Op.ALTER, CLUSTER, None),),
     apis.LIST_CONFIG_RESOURCES: ((Op.DESCRIBE_CONFIGS, CLUSTER, None),),
+    apis.DESCRIBE_CLIENT_QUOTAS: ((Op.DESCRIBE_CONFIGS, CLUSTER, None),),
+    apis.ALTER_CLIENT_QUOTAS: ((Op.ALTER_CONFIGS, CLUSTER, None),),
     apis.JOIN_GROUP: ((Op.READ, GROUP, _group_id),),
     apis.SYNC_GROUP: ((Op.READ, GROUP, _group_id),),
     apis.HEARTBEAT: ((Op.READ, GROUP, _group_id),),

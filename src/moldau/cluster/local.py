@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..security.acls import AclBinding
 from ..config.client_quotas import QuotaEntity, entity_path, parse_entity_path
+from ..security.acls import AclBinding
 from .metadata import TopicMetadata
 
 METADATA_FILE = "moldau-metadata.json"

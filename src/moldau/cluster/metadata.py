@@ -11,8 +11,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..security.acls import AclBinding
 from ..config.client_quotas import QuotaEntity
+from ..security.acls import AclBinding
 
 
 @dataclass(slots=True)

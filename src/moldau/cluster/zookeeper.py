@@ -26,7 +26,6 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 from kio.schema.errors import ErrorCode
 
-from ..security.acls import AclBinding
 from ..config.client_quotas import (
     QUOTA_KEYS,
     QuotaEntity,
@@ -35,6 +34,7 @@ from ..config.client_quotas import (
     entity_path,
     parse_entity_path,
 )
+from ..security.acls import AclBinding
 from . import znodes
 from .assignment import (
     AssignmentError,
