@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -46,14 +47,26 @@ def report_data_loss(message: str, fail: bool) -> None:
 
 
 class OffsetLister:
-    """Lists partitions and offsets for one source's client configuration."""
+    """Lists partitions and offsets for one source's client configuration.
 
-    def __init__(self, client_config: Mapping[str, str]) -> None:
+    A failed offset look-up is tried again ``retries`` times, ``retry_interval_ms`` apart
+    (``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``), as Spark's driver does.
+    """
+
+    def __init__(self, client_config: Mapping[str, str], retries: int = 0,
+                 retry_interval_ms: int = 0) -> None:
         self._config = dict(client_config)
         self._consumer: Any = None
+        self.retries = retries
+        self.retry_interval_ms = retry_interval_ms
+
+    @classmethod
+    def for_source(cls, options: SourceOptions) -> OffsetLister:
+        return cls(options.client_config, options.fetch_offset_retries,
+                   options.fetch_offset_retry_interval_ms)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_config": self._config, "_consumer": None}
+        return {**self.__dict__, "_consumer": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -91,7 +104,25 @@ class OffsetLister:
         return sorted(result)
 
     def list_offsets(self, queries: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """One ListOffsets round: timestamp (or -2/-1) per partition → offset (-1: none)."""
+        """Timestamp (or -2/-1) per partition → offset (-1: none), retried on failure."""
+        attempt = 0
+        while True:
+            try:
+                return self._list_offsets_once(queries)
+            except MetadataError as exc:
+                if attempt >= self.retries:
+                    if self.retries:
+                        raise MetadataError(f"{exc} (after {attempt} retries: "
+                                            "fetchOffset.numRetries)") from exc
+                    raise
+                attempt += 1
+                log.warning("%s; trying again in %d ms (%d of %d)", exc,
+                            self.retry_interval_ms, attempt, self.retries)
+                time.sleep(self.retry_interval_ms / 1000)
+
+    def _list_offsets_once(self, queries: Mapping[TopicPartition, int]
+                           ) -> dict[TopicPartition, int]:
+        """One ListOffsets round."""
         if not queries:
             return {}
         request = [KafkaTopicPartition(t, p, ts) for (t, p), ts in queries.items()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,13 +24,28 @@ TopicPartition = tuple[str, int]
 LATEST = -1
 EARLIEST = -2
 
-# Consumer settings the source owns: Spark rejects the same ones, for the same reason.
-_FORBIDDEN_CLIENT_KEYS = {
+# Client settings the source or sink owns: Spark rejects the same ones, for the same reason.
+SOURCE_FORBIDDEN_KEYS = {
     "auto.offset.reset": "use startingOffsets instead",
     "enable.auto.commit": "the source never commits offsets; Spark's checkpoint keeps them",
     "key.deserializer": "keys are always returned as binary",
     "value.deserializer": "values are always returned as binary",
+    "interceptor.classes": "the source reads keys and values as bytes, which an "
+                           "interceptor could break",
 }
+SINK_FORBIDDEN_KEYS = {
+    "key.serializer": "keys are written from the key column (string or binary) as they are",
+    "value.serializer": "values are written from the value column (string or binary) as "
+                        "they are",
+}
+
+# Spark's group id prefixes, when neither kafka.group.id nor groupIdPrefix is given.
+STREAM_GROUP_PREFIX = "spark-kafka-source"
+BATCH_GROUP_PREFIX = "spark-kafka-relation"
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+DEFAULT_FETCH_OFFSET_RETRIES = 3
+DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 10
 
 # Spark waits this long for a Kafka poll before failing a task (kafkaConsumer.pollTimeoutMs).
 DEFAULT_POLL_TIMEOUT_MS = 120_000
@@ -85,6 +101,11 @@ class SourceOptions:
     #: ``moldau.decoder``: how executors read (see fetch.py); "columnar" falls back to
     #: "rows" where it cannot work (extension not built, non-plaintext connections).
     decoder: Literal["columnar", "rows"] = "columnar"
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    max_records_per_partition: int | None = None
+    fetch_offset_retries: int = DEFAULT_FETCH_OFFSET_RETRIES
+    fetch_offset_retry_interval_ms: int = DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
 
 
 DEFAULT_COMMITS_TOPIC = "__moldau_spark_commits"
@@ -117,6 +138,7 @@ class SinkOptions:
     client_config: Mapping[str, str]
     topic: str | None
     exactly_once: ExactlyOnce | None = None
+    write_path: Literal["batches", "columnar", "rows"] = "batches"
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -127,13 +149,15 @@ def _get(options: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def client_config(options: Mapping[str, str]) -> dict[str, str]:
-    """The ``kafka.*`` options without their prefix, for librdkafka."""
+def client_config(options: Mapping[str, str],
+                  forbidden: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``kafka.*`` options without their prefix, for librdkafka; ``forbidden`` keys
+    (the source's or the sink's) are refused with the reason."""
     config = {key[len("kafka."):]: str(value) for key, value in options.items()
               if key.lower().startswith("kafka.")}
     if "bootstrap.servers" not in config:
         raise OptionError("option 'kafka.bootstrap.servers' must be specified")
-    for key, why in _FORBIDDEN_CLIENT_KEYS.items():
+    for key, why in (forbidden or {}).items():
         if key in config:
             raise OptionError(f"option 'kafka.{key}' is not supported: {why}")
     return config
@@ -189,6 +213,32 @@ def _parse_positive(options: Mapping[str, str], name: str) -> int | None:
     if value <= 0:
         raise OptionError(f"option '{name}' must be a positive integer, not {raw!r}")
     return value
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
+                  "h": 3_600_000, "d": 86_400_000}
+
+
+def _parse_duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
+    """A duration as Spark writes them (``15m``, ``30s``, ``500ms``; a bare number is ms)."""
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    match = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", raw.lower())
+    if not match or match.group(2) not in ("", *_TIME_UNITS_MS):
+        raise OptionError(f"option '{name}' must be a duration such as 15m, 30s or 500ms, "
+                          f"not {raw!r}")
+    return int(int(match.group(1)) * _TIME_UNITS_MS.get(match.group(2) or "ms", 1))
+
+
+def _parse_count(options: Mapping[str, str], name: str, default: int) -> int:
+    """A count of 0 or more."""
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    if not raw.strip().isdigit():
+        raise OptionError(f"option '{name}' must be 0 or a positive integer, not {raw!r}")
+    return int(raw)
 
 
 def _partition_map(raw: str, name: str) -> dict[TopicPartition, int]:
@@ -301,15 +351,22 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
             raise OptionError("ending offsets are not valid in a streaming query")
     else:
         _check_batch_bounds(starting, ending)
-        if _get(options, "maxOffsetsPerTrigger") is not None:
-            raise OptionError("option 'maxOffsetsPerTrigger' only applies to streaming queries")
+        for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+            if _get(options, name) is not None:
+                raise OptionError(f"option '{name}' only applies to streaming queries")
     strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise OptionError(
             "option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest'"
         )
+    config = client_config(options, SOURCE_FORBIDDEN_KEYS)
+    isolation = config.get("isolation.level")
+    if isolation is not None and isolation not in ISOLATION_LEVELS:
+        raise OptionError("option 'kafka.isolation.level' must be read_uncommitted or "
+                          f"read_committed, not {isolation!r}")
+    _set_group_id(config, options, streaming)
     return SourceOptions(
-        client_config=client_config(options),
+        client_config=config,
         subscription=parse_subscription(options),
         starting=starting,
         ending=ending,
@@ -321,6 +378,14 @@ def parse_source_options(options: Mapping[str, str], streaming: bool) -> SourceO
                          or DEFAULT_POLL_TIMEOUT_MS),
         timestamp_strategy="latest" if strategy == "latest" else "error",
         decoder=_parse_decoder(options),
+        min_offsets_per_trigger=_parse_positive(options, "minOffsetsPerTrigger"),
+        max_trigger_delay_ms=_parse_duration_ms(options, "maxTriggerDelay",
+                                                DEFAULT_MAX_TRIGGER_DELAY_MS),
+        max_records_per_partition=_parse_positive(options, "maxRecordsPerPartition"),
+        fetch_offset_retries=_parse_count(options, "fetchOffset.numRetries",
+                                          DEFAULT_FETCH_OFFSET_RETRIES),
+        fetch_offset_retry_interval_ms=_parse_count(options, "fetchOffset.retryIntervalMs",
+                                                    DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS),
     )
 
 
@@ -331,6 +396,19 @@ def _parse_decoder(options: Mapping[str, str]) -> Literal["columnar", "rows"]:
     if raw == "rows":
         return "rows"
     raise OptionError(f"option 'moldau.decoder' must be 'columnar' or 'rows', not {raw!r}")
+
+
+def _set_group_id(config: dict[str, str], options: Mapping[str, str], streaming: bool) -> None:
+    """One group id per query, ``<groupIdPrefix>-<uuid>`` as in Spark, unless the user set
+    ``kafka.group.id``. The source only ever assigns partitions: it never joins the group
+    nor commits to it, so even a shared ``kafka.group.id`` cannot disturb other readers."""
+    prefix = _get(options, "groupIdPrefix")
+    if "group.id" in config:
+        return  # Spark ignores groupIdPrefix then
+    if prefix is not None and not prefix.strip():
+        raise OptionError("option 'groupIdPrefix' is empty")
+    default = STREAM_GROUP_PREFIX if streaming else BATCH_GROUP_PREFIX
+    config["group.id"] = f"{(prefix or default).strip()}-{uuid.uuid4()}"
 
 
 def _parse_exactly_once(options: Mapping[str, str], config: Mapping[str, str]
@@ -366,7 +444,14 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """The writer's options: ``kafka.*``, ``topic`` (which overrides a topic column) and the
     exactly-once sink's (``exactlyOnce``, ``commitsTopic``, ``transactionalIdPrefix``)."""
     topic = _get(options, "topic")
-    config = client_config(options)
+    config = client_config(options, SINK_FORBIDDEN_KEYS)
+    parse_bool(options, "includeHeaders", False)  # a headers column is written when present
+    path = (_get(options, "writePath") or "batches").strip().lower()
+    if path not in ("batches", "columnar", "rows"):
+        raise OptionError("option 'writePath' must be 'batches', 'columnar' or 'rows', "
+                          f"not {path!r}")
     return SinkOptions(client_config=config,
                        topic=topic.strip() if topic and topic.strip() else None,
-                       exactly_once=_parse_exactly_once(options, config))
+                       exactly_once=_parse_exactly_once(options, config),
+                       write_path="rows" if path == "rows"
+                       else "columnar" if path == "columnar" else "batches")

@@ -1,4 +1,5 @@
-"""Turning offsets into Spark tasks: ranges, ``minPartitions`` splits, ``maxOffsetsPerTrigger``.
+"""Turning offsets into Spark tasks: ranges, ``minPartitions`` and ``maxRecordsPerPartition``
+splits, ``maxOffsetsPerTrigger``, and ``minOffsetsPerTrigger`` with ``maxTriggerDelay``.
 
 Pure functions over plain dicts, so the arithmetic Spark users rely on (how a range is cut,
 how a trigger's budget is shared between partitions) is tested without Spark or a broker.
@@ -57,24 +58,61 @@ def from_json_offsets(data: Mapping[str, Mapping[str, int]]) -> Offsets:
     return {(topic, int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}
 
 
-def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Drop empty ranges and, when ``minPartitions`` asks for more tasks, cut big ranges.
+def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` in ``parts`` near-equal consecutive pieces."""
+    return [OffsetRange(r.topic, r.partition, r.from_offset + r.size * i // parts,
+                        r.from_offset + r.size * (i + 1) // parts) for i in range(parts)]
 
-    As Spark's KafkaOffsetRangeCalculator: each range gets a share of ``minPartitions``
-    proportional to its size (at least one), then is cut into that many near-equal parts.
+
+def split_ranges(ranges: Iterable[OffsetRange], min_partitions: int | None,
+                 max_records: int | None = None) -> list[OffsetRange]:
+    """Drop empty ranges and cut big ones: none longer than ``maxRecordsPerPartition``, and
+    at least ``minPartitions`` tasks when there are enough records.
+
+    As Spark's KafkaOffsetRangeCalculator: ranges are first cut to at most ``max_records``
+    records each; if that gives fewer than ``minPartitions`` tasks, each range gets a share
+    of ``minPartitions`` proportional to its size (at least one), then is cut into that many
+    near-equal parts.
     """
     nonempty = [r for r in ranges if r.size > 0]
+    if max_records:
+        nonempty = [piece for r in nonempty for piece in _cut(r, -(-r.size // max_records))]
     if not min_partitions or len(nonempty) >= min_partitions:
         return nonempty
     total = sum(r.size for r in nonempty)
     result = []
     for r in nonempty:
         parts = min(r.size, max(1, round(r.size / total * min_partitions)))
-        for i in range(parts):
-            start = r.from_offset + r.size * i // parts
-            end = r.from_offset + r.size * (i + 1) // parts
-            result.append(OffsetRange(r.topic, r.partition, start, end))
+        result.extend(_cut(r, parts))
     return result
+
+
+def backlog_size(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+                 ) -> int:
+    """Records between ``start`` and ``latest`` (a partition new to ``start`` counts whole)."""
+    return sum(max(0, end - start.get(tp, 0)) for tp, end in latest.items())
+
+
+class TriggerDelay:
+    """``minOffsetsPerTrigger`` with ``maxTriggerDelay``: a micro-batch waits until enough
+    records are there, or until the delay since the last batch that ran has passed.
+
+    As Spark's Kafka source: the first batch never waits, and the clock restarts whenever a
+    batch is let through. ``now_ms`` is passed in so the rule is testable without a clock.
+    """
+
+    def __init__(self, min_records: int, max_delay_ms: int) -> None:
+        self.min_records = min_records
+        self.max_delay_ms = max_delay_ms
+        self.last_trigger_ms: int | None = None
+
+    def should_wait(self, available: int, now_ms: int) -> bool:
+        overdue = (self.last_trigger_ms is None
+                   or now_ms - self.last_trigger_ms >= self.max_delay_ms)
+        if not overdue and available < self.min_records:
+            return True
+        self.last_trigger_ms = now_ms
+        return False
 
 
 def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],

@@ -9,11 +9,15 @@ Streaming offsets are ``{"topic": {"partition": offset}}``; Spark stores them in
 checkpoint, so a restarted query resumes where the last committed batch ended. The stream
 reader keeps no state that needs ``stop()`` or ``commit()`` (Spark may skip the first and
 repeat the second); its only state is the Trigger.AvailableNow target, which Spark sets
-on this same reader object before the first ``latestOffset``.
+on this same reader object before the first ``latestOffset``, and the time of the last
+micro-batch for ``minOffsetsPerTrigger``/``maxTriggerDelay`` (PySpark has no composite read
+limit, so the reader applies those two from its options; Trigger.AvailableNow ignores them,
+as Spark's source does, since waiting for more data would never end).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -33,6 +37,8 @@ from .planning import (
     OffsetRange,
     Offsets,
     RangePartition,
+    TriggerDelay,
+    backlog_size,
     from_json_offsets,
     rate_limit,
     split_ranges,
@@ -44,7 +50,7 @@ def plan(start: Offsets, end: Offsets, options: SourceOptions) -> list[InputPart
     """Input partitions for the ranges start → end, split as ``minPartitions`` asks."""
     ranges = [OffsetRange(t, p, start[(t, p)], until) for (t, p), until in sorted(end.items())
               if (t, p) in start]
-    ranges = split_ranges(ranges, options.min_partitions)
+    ranges = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
     return [RangePartition(i, r) for i, r in enumerate(ranges)]
 
 
@@ -63,7 +69,7 @@ class MoldauBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        lister = OffsetLister(self.options.client_config)
+        lister = OffsetLister.for_source(self.options)
         try:
             tps = lister.partitions(self.options.subscription)
             start = lister.resolve(self.options.starting, tps, self.options, "starting")
@@ -88,8 +94,11 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
-        self.lister = OffsetLister(options.client_config)
+        self.lister = OffsetLister.for_source(options)
         self.available_now_target: Offsets | None = None
+        self.trigger_delay = (TriggerDelay(options.min_offsets_per_trigger,
+                                           options.max_trigger_delay_ms)
+                              if options.min_offsets_per_trigger else None)
 
     # -- driver ---------------------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -117,6 +126,10 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = self._latest()
         self._check_vanished(begin, latest)
         begin = self._with_new_partitions(begin, latest)
+        if (self.trigger_delay is not None and self.available_now_target is None
+                and self.trigger_delay.should_wait(backlog_size(begin, latest),
+                                                   int(time.time() * 1000))):
+            return start  # too few records yet: no micro-batch this trigger
         if isinstance(limit, ReadMaxRows):
             latest = rate_limit(begin, latest, limit.max_rows)
         # Never move a partition backwards here: a shrunken log is reported in partitions().

@@ -1,5 +1,11 @@
 """Batch and streaming writers: each task produces its rows with an idempotent producer.
 
+The option ``writePath`` picks how: ``batches`` (the default) encodes record batches from
+the Arrow columns and sends them itself (``direct_produce.py``) when the DataFrame has no
+headers column and the client settings are ones that path honours, else it falls back to
+``columnar``: librdkafka, fed column by column (``librdkafka_columns.py``); ``rows`` keeps
+the original row-by-row loop. All three write the same records (keys, values, headers, partitions).
+
 A task returns only after every record it produced is acknowledged by the broker
 (``acks=all``); any delivery error, or records still unacknowledged when the flush time
 runs out, raises, so Spark sees a failed task and retries or fails the job. Nothing is ever
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -22,6 +29,8 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from . import direct_produce
+from .librdkafka_columns import COLUMNAR_CONFIG, as_binary, column, produce_columns
 from .options import SinkOptions, client_logger
 
 FLUSH_TIMEOUT_S = 120.0
@@ -74,12 +83,28 @@ class _TaskProducer:
                                   "logger": client_logger()}
         config.update(options.client_config)
         config.update(extra_config or {})
+        self.columnar = options.write_path != "rows"
+        if self.columnar:
+            config.update(COLUMNAR_CONFIG)  # reports failures only: see flush_and_check
         config["enable.idempotence"] = True  # implies acks=all and in-order retries
         config["on_delivery"] = self.deliveries
         self.producer: Producer | None = Producer(config)
         self.default_topic = options.topic
 
     def produce_batch(self, batch: pa.RecordBatch) -> None:
+        if self.columnar:
+            assert self.producer is not None, "producer used after finish()"
+            produce_columns(self.producer, batch, self.default_topic, self._check_errors)
+        else:
+            self.produce_rows(batch)
+
+    def _check_errors(self) -> None:
+        if self.deliveries.errors:
+            errors = self.deliveries.errors
+            raise DeliveryError(f"the broker refused a record: {errors[0].str()}")
+
+    def produce_rows(self, batch: pa.RecordBatch) -> None:
+        """The row path (``writePath=rows``): one dict of arguments per row."""
         names = batch.schema.names
         columns = {name.lower(): batch.column(i).to_pylist() for i, name in enumerate(names)}
         rows = batch.num_rows
@@ -129,6 +154,9 @@ class _TaskProducer:
         while remaining and time.monotonic() < deadline:
             remaining = self.producer.flush(1.0)
         acked, errors = self.deliveries.acked, self.deliveries.errors
+        if self.columnar and not remaining:
+            # Only failures are reported; an empty queue means the rest were acknowledged.
+            acked = expected - len(errors)
         if errors:
             raise DeliveryError(f"{len(errors)} record(s) refused by the broker, first: "
                                 f"{errors[0].str()}")
@@ -140,15 +168,76 @@ class _TaskProducer:
 
 def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
     """Produce every row of ``batches``; return only once all are acknowledged."""
+    first = next(batches, None)
+    if first is None:
+        return WriteResult(0)
+    if (options.write_path == "batches" and column(first, "headers") is None
+            and direct_produce.supports(options.client_config)):
+        return _write_direct(options, _chain(first, batches))
     task = _TaskProducer(options)
     sent = 0
     try:
-        for batch in batches:
+        for batch in _chain(first, batches):
             task.produce_batch(batch)
             sent += batch.num_rows
     except KafkaException as exc:
         raise DeliveryError(f"cannot produce: {exc}") from exc
     return task.finish(sent)
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]
+           ) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest
+
+
+def _write_direct(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
+    """The batch path: each Arrow batch is produced, and acknowledged, before the next."""
+    try:
+        producer = direct_produce.DirectProducer(options.client_config, FLUSH_TIMEOUT_S)
+    except (OSError, direct_produce.DirectProduceError) as exc:
+        raise DeliveryError(f"cannot produce: {exc}") from exc
+    sent = 0
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            value_column = column(batch, "value")
+            assert value_column is not None, "the sink schema requires a value column"
+            values = as_binary(value_column)
+            key_column = column(batch, "key")
+            keys = (as_binary(key_column) if key_column is not None
+                    else pa.nulls(batch.num_rows, pa.binary()))
+            partitions = column(batch, "partition")
+            for topic, rows in _rows_by_topic(batch, options.topic):
+                if rows is None:
+                    producer.send(topic, keys, values, partitions)
+                else:
+                    producer.send(topic, keys.take(rows), values.take(rows),
+                                  partitions.take(rows) if partitions is not None else None)
+            sent += batch.num_rows
+        producer.flush()
+    except (OSError, direct_produce.DirectProduceError) as exc:
+        raise DeliveryError(f"cannot produce: {exc}") from exc
+    finally:
+        producer.close()
+    if producer.acked != sent:
+        raise DeliveryError(f"{sent - producer.acked} of {sent} record(s) were not "
+                            "acknowledged")
+    return WriteResult(producer.acked)
+
+
+def _rows_by_topic(batch: pa.RecordBatch, default_topic: str | None
+                   ) -> Iterator[tuple[str, pa.Array | None]]:
+    """(topic, row indices) per topic of the batch; None for "all rows"."""
+    if default_topic:
+        yield default_topic, None
+        return
+    topics = column(batch, "topic")
+    if topics is None or topics.null_count:
+        raise ValueError("null topic: set the topic column or the topic option")
+    for topic in topics.unique().to_pylist():
+        yield topic, pc.indices_nonzero(pc.equal(topics, topic))
 
 
 class MoldauBatchWriter(DataSourceArrowWriter):
