@@ -43,6 +43,44 @@ def _load_inline_chain(context: ssl.SSLContext, key_pem: str, chain_pem: str,
         os.unlink(path)
 
 
+def _load_key_store(context: ssl.SSLContext, config: BrokerConfig, listener: str) -> bool:
+    """Load the listener's key store into ``context``; False when it has none."""
+    password = _setting(config, listener, "ssl.key.password")
+    location = _setting(config, listener, "ssl.keystore.location")
+    key_pem = _setting(config, listener, "ssl.keystore.key")
+    chain_pem = _setting(config, listener, "ssl.keystore.certificate.chain")
+    try:
+        if location is not None:
+            context.load_cert_chain(location, password=password)
+        elif key_pem is not None and chain_pem is not None:
+            _load_inline_chain(context, key_pem, chain_pem, password)
+        else:
+            return False
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError("ssl.keystore.location", location or "[inline]",
+                          message=f"listener {listener}: cannot load the key store: "
+                          f"{exc}") from None
+    return True
+
+
+def _load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: str) -> bool:
+    """Load the listener's trusted CAs into ``context``; False when it has none."""
+    trust_location = _setting(config, listener, "ssl.truststore.location")
+    trust_pem = _setting(config, listener, "ssl.truststore.certificates")
+    try:
+        if trust_location is not None:
+            context.load_verify_locations(cafile=trust_location)
+        elif trust_pem is not None:
+            context.load_verify_locations(cadata=trust_pem)
+        else:
+            return False
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError("ssl.truststore.location", trust_location or "[inline]",
+                          message=f"listener {listener}: cannot load the trust store: "
+                          f"{exc}") from None
+    return True
+
+
 def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The TLS context of ``listener``; ConfigError when its keys cannot make one."""
     for key in ("ssl.keystore.type", "ssl.truststore.type"):
@@ -55,42 +93,18 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
                               f"PEM stores only; set {key}=PEM")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    password = _setting(config, listener, "ssl.key.password")
-    location = _setting(config, listener, "ssl.keystore.location")
-    key_pem = _setting(config, listener, "ssl.keystore.key")
-    chain_pem = _setting(config, listener, "ssl.keystore.certificate.chain")
-    try:
-        if location is not None:
-            context.load_cert_chain(location, password=password)
-        elif key_pem is not None and chain_pem is not None:
-            _load_inline_chain(context, key_pem, chain_pem, password)
-        else:
-            raise ConfigError("ssl.keystore.location", None, message=f"listener {listener} "
-                              "needs a key store: ssl.keystore.location, or ssl.keystore.key "
-                              "with ssl.keystore.certificate.chain")
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError("ssl.keystore.location", location or "[inline]",
-                          message=f"listener {listener}: cannot load the key store: "
-                          f"{exc}") from None
-    trust_location = _setting(config, listener, "ssl.truststore.location")
-    trust_pem = _setting(config, listener, "ssl.truststore.certificates")
-    try:
-        if trust_location is not None:
-            context.load_verify_locations(cafile=trust_location)
-        elif trust_pem is not None:
-            context.load_verify_locations(cadata=trust_pem)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError("ssl.truststore.location", trust_location or "[inline]",
-                          message=f"listener {listener}: cannot load the trust store: "
-                          f"{exc}") from None
+    if not _load_key_store(context, config, listener):
+        raise ConfigError("ssl.keystore.location", None, message=f"listener {listener} "
+                          "needs a key store: ssl.keystore.location, or ssl.keystore.key "
+                          "with ssl.keystore.certificate.chain")
+    has_trust_store = _load_trust_store(context, config, listener)
     client_auth = (_setting(config, listener, "ssl.client.auth") or "none").lower()
     context.verify_mode = _CLIENT_AUTH.get(client_auth, ssl.CERT_NONE)
-    if context.verify_mode != ssl.CERT_NONE and trust_location is None and trust_pem is None:
+    if context.verify_mode != ssl.CERT_NONE and not has_trust_store:
         raise ConfigError("ssl.client.auth", client_auth, message=f"listener {listener}: "
                           "client certificates need a trust store (ssl.truststore.location "
                           "or ssl.truststore.certificates)")
     return context
-
 
 
 def client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
@@ -102,30 +116,8 @@ def client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     checks the peer's certificate against the host name it was reached at."""
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=None)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    trust_location = _setting(config, listener, "ssl.truststore.location")
-    trust_pem = _setting(config, listener, "ssl.truststore.certificates")
     identification = config.listener_setting(listener, "ssl.endpoint.identification.algorithm")
     context.check_hostname = bool(identification)
-    try:
-        if trust_location is not None:
-            context.load_verify_locations(cafile=trust_location)
-        elif trust_pem is not None:
-            context.load_verify_locations(cadata=trust_pem)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError("ssl.truststore.location", trust_location or "[inline]",
-                          message=f"listener {listener}: cannot load the trust store: "
-                          f"{exc}") from None
-    password = _setting(config, listener, "ssl.key.password")
-    location = _setting(config, listener, "ssl.keystore.location")
-    key_pem = _setting(config, listener, "ssl.keystore.key")
-    chain_pem = _setting(config, listener, "ssl.keystore.certificate.chain")
-    try:
-        if location is not None:
-            context.load_cert_chain(location, password=password)
-        elif key_pem is not None and chain_pem is not None:
-            _load_inline_chain(context, key_pem, chain_pem, password)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError("ssl.keystore.location", location or "[inline]",
-                          message=f"listener {listener}: cannot load the key store: "
-                          f"{exc}") from None
+    _load_trust_store(context, config, listener)
+    _load_key_store(context, config, listener)
     return context
