@@ -6,14 +6,13 @@ token's expiry bounds the session (KIP-368)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
@@ -21,6 +20,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from tests.conftest import MakeBroker
 from tests.helpers.broker_process import BrokerProcess, free_port
+from tests.helpers.round_trips import aiokafka_round_trip, librdkafka_round_trip
 from tests.helpers.unsecured_jwt import client_first_message, encode_part, unsecured_token
 from tests.integration.unauthenticated_writes import refused_then_nothing_written
 from tests.integration.wire import ConnectionClosed, WireClient
@@ -65,24 +65,8 @@ def oauth_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthBrok
 
 def test_confluent_kafka_round_trip(oauth_broker: OAuthBroker) -> None:
     conf = oauth_broker.librdkafka("alice")
-    topic = f"oauth-{uuid.uuid4().hex[:8]}"
-    producer = Producer(conf)
-    for i in range(3):
-        producer.produce(topic, value=b"v%d" % i)
-    assert producer.flush(15) == 0
-    consumer = Consumer({**conf, "group.id": topic, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    try:
-        for _ in range(60):
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-            if len(got) == 3:
-                break
-    finally:
-        consumer.close()
-    assert got == [b"v0", b"v1", b"v2"]
+    values = [b"v0", b"v1", b"v2"]
+    assert librdkafka_round_trip(conf, f"oauth-{uuid.uuid4().hex[:8]}", values) == values
     assert "on listener SASL_PLAINTEXT as User:alice (OAUTHBEARER)" in \
         oauth_broker.process.stderr_text()
 
@@ -95,8 +79,6 @@ def test_librdkafka_without_the_required_scope_fails(oauth_broker: OAuthBroker) 
 
 
 def test_kafka_python_and_aiokafka(oauth_broker: OAuthBroker) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as AioPartition
     from aiokafka.abc import AbstractTokenProvider
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.net.sasl.oauth import AbstractTokenProvider as KafkaPythonTokenProvider
@@ -121,24 +103,8 @@ def test_kafka_python_and_aiokafka(oauth_broker: OAuthBroker) -> None:
         async def token(self) -> str:
             return unsecured_token("carol", scope="kafka")
 
-    async def aio() -> list[bytes]:
-        aio_conf = dict(conf, sasl_oauth_token_provider=AioTokens())
-        producer = AIOKafkaProducer(**aio_conf)
-        await producer.start()
-        try:
-            await producer.send_and_wait(topic, b"aiokafka")
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**aio_conf, auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            consumer.assign([AioPartition(topic, 0)])
-            batch = await consumer.getmany(timeout_ms=5000)
-        finally:
-            await consumer.stop()
-        return [m.value for msgs in batch.values() for m in msgs if m.value is not None]
-
-    assert asyncio.run(aio()) == [b"kafka-python", b"aiokafka"]
+    aio_conf = dict(conf, sasl_oauth_token_provider=AioTokens())
+    assert aiokafka_round_trip(aio_conf, topic, b"aiokafka") == [b"kafka-python", b"aiokafka"]
     log = oauth_broker.process.stderr_text()
     assert "as User:bob (OAUTHBEARER)" in log and "as User:carol (OAUTHBEARER)" in log
 

@@ -5,7 +5,6 @@ certificates) while a plaintext client keeps being served."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import socket
 import ssl
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import trustme
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -27,6 +26,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.helpers.broker_process import BrokerProcess, free_port
+from tests.helpers.round_trips import aiokafka_round_trip, librdkafka_round_trip
 from tests.integration.unauthenticated_writes import refused_then_nothing_written
 from tests.integration.wire import WireClient
 
@@ -118,24 +118,8 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
 
 
 def _round_trip(conf: dict[str, str], size: int = 10) -> list[bytes]:
-    topic = f"tls-{uuid.uuid4().hex[:8]}"
-    producer = Producer(conf)
     values = [bytes([65 + i]) * size for i in range(3)]
-    for value in values:
-        producer.produce(topic, value=value)
-    assert producer.flush(15) == 0
-    consumer = Consumer({**conf, "group.id": topic, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    try:
-        for _ in range(60):
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                got.append(msg.value())
-            if len(got) == 3:
-                break
-    finally:
-        consumer.close()
+    got = librdkafka_round_trip(conf, f"tls-{uuid.uuid4().hex[:8]}", values)
     assert got == values
     return got
 
@@ -287,8 +271,6 @@ def test_kcat_over_ssl(tls_broker: TlsBroker, kcat: str, protocol: str) -> None:
 
 
 def test_kafka_python_and_aiokafka_over_sasl_ssl(tls_broker: TlsBroker) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as AioPartition
     from aiokafka.helpers import create_ssl_context
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -305,21 +287,6 @@ def test_kafka_python_and_aiokafka_over_sasl_ssl(tls_broker: TlsBroker) -> None:
     assert [m.value for m in consumer] == [b"kafka-python"]
     consumer.close()
 
-    async def aio() -> list[bytes]:
-        context = create_ssl_context(cafile=str(tls_broker.ca_file))
-        producer = AIOKafkaProducer(**conf, ssl_context=context)
-        await producer.start()
-        try:
-            await producer.send_and_wait(topic, b"aiokafka")
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**conf, ssl_context=context, auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            consumer.assign([AioPartition(topic, 0)])
-            batch = await consumer.getmany(timeout_ms=5000)
-        finally:
-            await consumer.stop()
-        return [m.value for msgs in batch.values() for m in msgs if m.value is not None]
-
-    assert asyncio.run(aio()) == [b"kafka-python", b"aiokafka"]
+    context = create_ssl_context(cafile=str(tls_broker.ca_file))
+    assert aiokafka_round_trip(dict(conf, ssl_context=context), topic, b"aiokafka") == [
+        b"kafka-python", b"aiokafka"]

@@ -7,7 +7,6 @@ maps fails the connection, and the broker keeps serving everyone else.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 import uuid
@@ -21,6 +20,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.helpers.broker_process import BrokerProcess, free_port
+from tests.helpers.round_trips import aiokafka_round_trip
 
 RULES = r"RULE:^CN=([^,]+),OU=eng,.*$/$1/L"
 
@@ -119,8 +119,6 @@ def test_dn_without_a_rule_is_refused_and_others_are_served(mtls_broker: MtlsBro
 
 
 def test_kafka_python_and_aiokafka_over_mtls(mtls_broker: MtlsBroker) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as AioPartition
     from aiokafka.helpers import create_ssl_context
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -138,24 +136,8 @@ def test_kafka_python_and_aiokafka_over_mtls(mtls_broker: MtlsBroker) -> None:
     assert [m.value for m in consumer] == [b"kafka-python"]
     consumer.close()
 
-    async def aio() -> list[bytes]:
-        context = create_ssl_context(cafile=str(mtls_broker.certs.ca), certfile=str(cert),
-                                     keyfile=str(key))
-        conf = dict(bootstrap_servers=server, security_protocol="SSL", ssl_context=context)
-        producer = AIOKafkaProducer(**conf)
-        await producer.start()
-        try:
-            await producer.send_and_wait(topic, b"aiokafka")
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**conf, auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            consumer.assign([AioPartition(topic, 0)])
-            batch = await consumer.getmany(timeout_ms=5000)
-        finally:
-            await consumer.stop()
-        return [m.value for msgs in batch.values() for m in msgs if m.value is not None]
-
-    assert asyncio.run(aio()) == [b"kafka-python", b"aiokafka"]
+    context = create_ssl_context(cafile=str(mtls_broker.certs.ca), certfile=str(cert),
+                                 keyfile=str(key))
+    conf = dict(bootstrap_servers=server, security_protocol="SSL", ssl_context=context)
+    assert aiokafka_round_trip(conf, topic, b"aiokafka") == [b"kafka-python", b"aiokafka"]
     mtls_broker.principal_logged("User:alice", "MAPPED")
