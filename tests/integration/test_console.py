@@ -22,7 +22,13 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
@@ -128,7 +134,11 @@ def _rows(driver: Any, table_id: str) -> list[list[str]]:
 
 
 def _user_topics(admin: AdminClient) -> set[str]:
-    return {t for t in admin.list_topics(timeout=10).topics if not t.startswith("__")}
+    """Topics the broker does not flag internal (a name starting with "__" may be a user's,
+    such as the Spark sink's commits topic, which other tests on this broker create)."""
+    names = list(admin.list_topics(timeout=10).topics)
+    described = admin.describe_topics(TopicCollection(names), request_timeout=10)
+    return {name for name in names if not described[name].result(10).is_internal}
 
 
 def test_overview_shows_broker_and_topic_counts(browser: Any, console: str, data: Data) -> None:

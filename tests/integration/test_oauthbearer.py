@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -109,20 +109,23 @@ def test_kafka_python_and_aiokafka(oauth_broker: OAuthBroker) -> None:
     assert "as User:bob (OAUTHBEARER)" in log and "as User:carol (OAUTHBEARER)" in log
 
 
-@pytest.mark.parametrize(("token", "reason", "status"), [
-    (f"{encode_part(b'{not json')}.{encode_part({'sub': 'x'})}.", "malformed",
+# Tokens are made when the test runs (they carry iat/exp), not when it is collected.
+@pytest.mark.parametrize(("make_token", "reason", "status"), [
+    (lambda: f"{encode_part(b'{not json')}.{encode_part({'sub': 'x'})}.", "malformed",
      '{"status":"invalid_token"}'),
-    (unsecured_token(header={"alg": "HS256"}, scope="kafka"), "'none' for an algorithm",
+    (lambda: unsecured_token(header={"alg": "HS256"}, scope="kafka"), "'none' for an algorithm",
      '{"status":"invalid_token"}'),
-    (unsecured_token(lifetime_s=-60, iat=int(time.time()) - 120, scope="kafka"),
+    (lambda: unsecured_token(lifetime_s=-60, iat=int(time.time()) - 120, scope="kafka"),
      "on or after the Expiration Time", '{"status":"invalid_token"}'),
-    (unsecured_token(sub=None, scope="kafka"), "Required claim missing: sub",
+    (lambda: unsecured_token(sub=None, scope="kafka"), "Required claim missing: sub",
      '{"status":"invalid_token"}'),
-    (unsecured_token(scope="read"), "missing a required scope",
+    (lambda: unsecured_token(scope="read"), "missing a required scope",
      '{"status":"insufficient_scope", "scope":"[kafka]"}'),
 ])
-def test_bad_token_gets_the_error_json_then_fails(oauth_broker: OAuthBroker, token: str,
+def test_bad_token_gets_the_error_json_then_fails(oauth_broker: OAuthBroker,
+                                                  make_token: Callable[[], str],
                                                   reason: str, status: str) -> None:
+    token = make_token()
     with WireClient("127.0.0.1", oauth_broker.sasl) as client:
         assert client.request(SaslHandshakeRequest(mechanism="OAUTHBEARER")).error_code == 0
         challenge = client.request(SaslAuthenticateRequest(
