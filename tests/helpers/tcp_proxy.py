@@ -79,6 +79,9 @@ class TcpProxy:
             return
         for sock in (client, upstream):
             sock.setblocking(False)
+        # cut() closes sockets from the test's thread; a new socket may already reuse one of
+        # their descriptors, which the selector still maps to the closed socket.
+        self._forget_closed(selector)
         selector.register(client, selectors.EVENT_READ, upstream)
         selector.register(upstream, selectors.EVENT_READ, client)
         with self._lock:
