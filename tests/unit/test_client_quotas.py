@@ -200,3 +200,21 @@ def test_values_are_checked_and_stored_as_kafka_does() -> None:
     assert parse_entity_path("topics/t") is None
     assert principal_user("User:alice") == "alice"
     assert principal_user("User:ANONYMOUS") == "ANONYMOUS"
+
+
+def test_measurements_of_idle_clients_are_dropped_after_an_hour() -> None:
+    clock = Clock()
+    quotas = ClientQuotas(11, 1, clock)
+    quotas.load({entity(client_id=None): {"producer_byte_rate": 1000.0}})  # one rate per client
+    for n in range(500):
+        assert quotas.record_produce("", f"short-lived-{n}", 10) == 0
+    assert quotas.measurements() == 500
+    # A steady client keeps its measurement (and its debt) across the sweep.
+    for _ in range(40):
+        clock.now += 100.0  # 40 x 100 s: past the hour, and past several sweeps
+        quotas.record_produce("", "steady", 20_000)
+    assert quotas.measurements() == 1
+    assert quotas.record_produce("", "steady", 20_000) > 0
+    # The others start afresh when they come back.
+    assert quotas.record_produce("", "short-lived-0", 10) == 0
+    assert quotas.measurements() == 2

@@ -86,6 +86,14 @@ class _QuotaKind:
     resolved: dict[tuple[str, str], _Limit | None] = field(default_factory=dict)
 
 
+#: A measurement no request has added to for this long is dropped, as Kafka expires a quota
+#: sensor after an hour without use: otherwise a default client-id quota keeps one rate per
+#: client id the broker ever saw.
+IDLE_MEASUREMENT_MS = 3_600_000
+#: How often recording looks for idle measurements (a walk over every measurement).
+SWEEP_EVERY_MS = 60_000
+
+
 class ClientQuotas:
     """Every client quota of this broker and the rates measured against them."""
 
@@ -102,6 +110,7 @@ class ClientQuotas:
         self.active = False
         #: Per key: whether any entity sets it (cheaper than resolving for nothing).
         self.enabled: dict[str, bool] = dict.fromkeys(QUOTA_KEYS, False)
+        self._next_sweep_ms = self.now_ms() + SWEEP_EVERY_MS
 
     def now_ms(self) -> float:
         return self._clock() * 1000.0
@@ -191,8 +200,32 @@ class ClientQuotas:
         if limit is None:
             return 0
         now = self.now_ms()
+        if now >= self._next_sweep_ms:
+            self._drop_idle(now)
+            limit = self._limit(key, user, client)
+            assert limit is not None  # the quotas did not change, only measurements went
         limit.rate.record(value, now)
         return limit.rate.throttle_ms(limit.bound, now, max_ms)
+
+    def _drop_idle(self, now_ms: float) -> None:
+        """Forget the measurements of clients idle for IDLE_MEASUREMENT_MS; a client that
+        comes back starts a fresh one, as a new client would. Controller-mutation buckets
+        stay: their rates record nothing, so idleness cannot be seen there (and few clients
+        create topics)."""
+        self._next_sweep_ms = now_ms + SWEEP_EVERY_MS
+        for key, kind in self._kinds.items():
+            if key == CONTROLLER_MUTATION_RATE:
+                continue
+            idle = [sensor for sensor, rate in kind.rates.items()
+                    if now_ms - rate.last_window_ms >= IDLE_MEASUREMENT_MS]
+            for sensor in idle:
+                del kind.rates[sensor]
+            if idle:
+                kind.resolved.clear()  # it holds the dropped measurements
+
+    def measurements(self) -> int:
+        """How many rates are being measured (all keys), for tests and metrics."""
+        return sum(len(kind.rates) for kind in self._kinds.values())
 
     def record_produce(self, user: str, client: str, request_bytes: int) -> int:
         """A Produce request of ``request_bytes``: the throttle time in ms (0: none)."""

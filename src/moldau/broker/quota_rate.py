@@ -47,6 +47,11 @@ class SampledRate:
             self._current = i
         self._values[i] += value
 
+    @property
+    def last_window_ms(self) -> float:
+        """When the window of the latest recording started (no recording since: idle)."""
+        return self._starts[self._current]
+
     def _purge(self, now_ms: float) -> None:
         expire = self._samples * self._window_ms
         for i, start in enumerate(self._starts):
