@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import TEST_BROKER_OVERRIDES
@@ -174,3 +174,42 @@ def test_consumer_over_its_quota_is_throttled(make_broker: Any, topic_name: str)
     assert received < 12 * 1024 * 1024  # it did not get everything
     assert 0.5 * quota <= rate <= 1.5 * quota
     assert stats.max_throttle_ms > 0
+
+
+def test_acks0_producer_over_its_quota_is_muted(throttle_broker: BrokerProcess,
+                                                topic_name: str) -> None:
+    """acks=0 has no response to carry a throttle time: the broker stops reading from the
+    connection instead (as Kafka mutes the channel), so TCP holds the producer back."""
+    b = throttle_broker.bootstrap
+    create(b, topic_name)
+    quota = 256 * 1024
+    ok(run_moldau("quota", "set", "--client-id", "fire-and-forget", "--add-config",
+                  f"producer_byte_rate={quota}", bootstrap=b))
+    producer = Producer({"bootstrap.servers": b, "client.id": "fire-and-forget", "acks": 0,
+                         "linger.ms": 5, "queue.buffering.max.kbytes": 4096})
+    seconds = 6.0
+    started = time.monotonic()
+    sent = 0
+    while time.monotonic() - started < seconds and sent < 200_000:
+        try:
+            producer.produce(topic_name, VALUE)
+            sent += 1
+            producer.poll(0)
+        except BufferError:
+            producer.poll(0.05)
+    elapsed = time.monotonic() - started
+    producer.purge()  # what is still queued in the client is not the broker's doing
+    producer.flush(5)
+    consumer = Consumer({"bootstrap.servers": b, "group.id": topic_name})
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10)
+    finally:
+        consumer.close()
+    written = high * len(VALUE)
+    print(f"acks=0: {written / elapsed / quota:.2f} of its quota over {elapsed:.1f} s "
+          f"({sent} records queued by the client)")
+    assert written > 0
+    # The rate allows about quota x (elapsed + 2 windows); what was already in the socket's
+    # buffers and the connection's frame queue when it was muted comes on top (a few MB).
+    # Unmuted, the same loop wrote over 1,000x the quota (about 2 GB in 5.5 s).
+    assert written <= quota * (elapsed + 2) + 4 * 1024 * 1024, written / quota

@@ -60,7 +60,7 @@ from .group_service import OFFSETS_TOPIC, GroupService
 from .loop_watchdog import RunningRequests
 from .peer_clients import PeerClients
 from .quota_throttle import request_throttle, with_throttle
-from .response import Deferred, Pending, Response
+from .response import Deferred, Muted, Pending, Response
 from .session import Session, session_gate
 from .test_faults import DroppedResponse, ProduceResponseDropper
 from .topic_names import INTERNAL_TOPICS, collision_key, validate_topic_name
@@ -717,7 +717,7 @@ class Broker:
     async def handle_frame(self, frame: bytes | memoryview, client_host: str = "", *,
                            may_defer: bool = False, timing: RequestTiming | None = None,
                            session: Session | None = None
-                           ) -> Response | Pending | None:
+                           ) -> Response | Pending | Muted | None:
         """Decode one request frame, run its handler, and encode the response (None: no reply).
 
         With ``may_defer`` an ``acks=all`` Produce returns a :class:`Pending` as soon as its
@@ -771,6 +771,8 @@ class Broker:
             return Pending(asyncio.ensure_future(self._complete(
                 result.pending, api, version, header, flexible, request, client_host,
                 throttle_ms)), throttle_ms)
+        if result is None and throttle_ms > 0:
+            return Muted(throttle_ms)
         return await self._encode(result, api, version, header, flexible, request,
                                   client_host, throttle_ms)
 

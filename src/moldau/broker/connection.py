@@ -43,7 +43,7 @@ from ..metrics.counters import RequestTiming
 from ..protocol.apis import PRODUCE
 from ..protocol.frames import FrameError, frame_prefix
 from .frame_reader import Frame, FrameReader
-from .response import Pending, Response
+from .response import Muted, Pending, Response
 from .session import Session
 
 if TYPE_CHECKING:
@@ -286,6 +286,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 if timing is not None:
                     timing.handled = time.perf_counter_ns()
+                if isinstance(response, Muted):
+                    self._mute(response.throttle_ms)
+                    response = None
                 if isinstance(response, Pending):
                     if timing is not None:
                         response.future.add_done_callback(timing.mark_remote_done)

@@ -50,6 +50,17 @@ class Deferred:
         self.pending = pending
 
 
+class Muted:
+    """No response (a Produce with acks=0), but the client went over a quota: the connection
+    reads nothing more for ``throttle_ms``, as Kafka mutes the channel of a throttled acks=0
+    producer that no response could tell."""
+
+    __slots__ = ("throttle_ms",)
+
+    def __init__(self, throttle_ms: int) -> None:
+        self.throttle_ms = throttle_ms
+
+
 class Pending:
     """A response still being completed (a :class:`Deferred` handler answer, then encoded)."""
 
