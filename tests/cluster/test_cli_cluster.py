@@ -38,6 +38,21 @@ def free_port_run(count: int) -> int:
     raise RuntimeError(f"no {count} consecutive free ports")
 
 
+def free_port_outside(base: int, count: int) -> int:
+    """A free loopback port outside ``base .. base + count - 1`` (the OS may hand those out)."""
+    for _ in range(50):
+        port = free_port()
+        if not base <= port < base + count:
+            return port
+    raise RuntimeError(f"the OS keeps handing out ports in {base}..{base + count - 1}")
+
+
+def cluster_ports(count: int) -> tuple[int, int]:
+    """A base port for ``count`` brokers and a ZooKeeper port outside their run."""
+    base = free_port_run(count)
+    return base, free_port_outside(base, count)
+
+
 class ClusterUp:
     """``moldau cluster up`` running in the background, its stdout read line by line."""
 
@@ -117,7 +132,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterUp]:
     reason = missing_reason()
     if reason:
         pytest.skip(reason)
-    running = ClusterUp(tmp_path_factory.mktemp("cluster"), 3, free_port_run(3), free_port(),
+    running = ClusterUp(tmp_path_factory.mktemp("cluster"), 3, *cluster_ports(3),
                         "--rack-aware")
     try:
         running.wait_for("Bootstrap:")
@@ -134,8 +149,13 @@ def test_cluster_up_prints_the_bootstrap_and_every_part_answers(cluster: Cluster
     for i in range(3):
         assert port_accepts(cluster.base_port + i), f"broker {i} does not listen"
         log = cluster.directory / f"broker-{i}" / "broker.log"
-        assert f"moldau broker {i} listening on 127.0.0.1:{cluster.base_port + i}" in (
-            log.read_text()), log.read_text()[-2000:]
+        # The broker prints that line just after its port accepts, which is what cluster up
+        # waits for: give it a moment on a loaded machine.
+        wanted = f"moldau broker {i} listening on 127.0.0.1:{cluster.base_port + i}"
+        deadline = time.monotonic() + 10
+        while wanted not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert wanted in log.read_text(), log.read_text()[-2000:]
         assert (cluster.directory / f"broker-{i}" / "data" / "meta.properties").exists()
     assert (cluster.directory / "zookeeper" / "zoo.cfg").exists()
 
@@ -199,7 +219,7 @@ def test_ports_in_use_are_one_line_errors(cluster: ClusterUp, tmp_path: Path) ->
     one_line_error(result, f"127.0.0.1:{cluster.zk_port} for ZooKeeper", "--zookeeper-port")
     result = run_moldau("cluster", "up", "--brokers", "2", "--dir", str(tmp_path / "b"),
                         "--base-port", str(cluster.base_port + 2),
-                        "--zookeeper-port", str(free_port()))
+                        "--zookeeper-port", str(free_port_outside(cluster.base_port + 2, 2)))
     one_line_error(result, f"127.0.0.1:{cluster.base_port + 2} for broker 0", "--base-port")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
@@ -217,7 +237,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path) -> None:
 def test_a_broker_that_refuses_to_start_is_one_line_and_nothing_is_left(tmp_path: Path) -> None:
     if missing_reason():
         pytest.skip(missing_reason())
-    base, zk_port = free_port_run(2), free_port()
+    base, zk_port = cluster_ports(2)
     result = run_moldau("cluster", "up", "--brokers", "2", "--dir", str(tmp_path),
                         "--base-port", str(base), "--zookeeper-port", str(zk_port),
                         "--override", "num.partitions=0", timeout=120)
@@ -269,7 +289,7 @@ def test_sigint_stops_everything_and_a_restart_reuses_the_data(
 def test_children_die_with_a_killed_cluster_up(tmp_path: Path) -> None:
     if missing_reason():
         pytest.skip(missing_reason())
-    running = ClusterUp(tmp_path, 1, free_port_run(1), free_port())
+    running = ClusterUp(tmp_path, 1, *cluster_ports(1))
     running.wait_for("Bootstrap:")
     children = running.children()
     running.stop(signal.SIGKILL)
@@ -322,7 +342,7 @@ def _broker_pid(running: ClusterUp, broker_id: int) -> int:
 def test_a_stopped_broker_shows_in_status_and_describe(tmp_path: Path) -> None:
     if missing_reason():
         pytest.skip(missing_reason())
-    running = ClusterUp(tmp_path, 2, free_port_run(2), free_port())
+    running = ClusterUp(tmp_path, 2, *cluster_ports(2))
     try:
         running.wait_for("Bootstrap:")
         first = f"127.0.0.1:{running.base_port}"

@@ -56,3 +56,31 @@ def screenshot(driver, name: str) -> None:  # type: ignore[no-untyped-def]
     """Save what the browser shows as ``ARTIFACTS/<name>.png`` (a test artifact)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def click_and_wait_for_next_page(driver, element, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    """Click ``element`` and wait until the page it leads to has replaced this one and shows
+    its ``<main>``.
+
+    Selenium's ``staleness_of`` only expects StaleElementReferenceException, but chromedriver
+    may answer a question about the old page's element while that page is being torn down
+    with another error ("Node with given id does not belong to the document"); that also
+    means the old page is gone.
+    """
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+
+    def replaced(_driver) -> bool:  # type: ignore[no-untyped-def]
+        try:
+            old.is_enabled()
+        except WebDriverException:
+            return True
+        return False
+
+    WebDriverWait(driver, timeout).until(replaced)
+    WebDriverWait(driver, timeout).until(EC.presence_of_element_located((By.TAG_NAME, "main")))

@@ -112,10 +112,7 @@ def _open(driver: Any, url: str) -> None:
 
 def _submit(driver: Any, button_id: str) -> None:
     """Click a submit button and wait for the page it leads to."""
-    old = driver.find_element(By.TAG_NAME, "html")
-    driver.find_element(By.ID, button_id).click()
-    WebDriverWait(driver, 30).until(EC.staleness_of(old))
-    WebDriverWait(driver, 30).until(EC.presence_of_element_located((By.TAG_NAME, "main")))
+    chromium.click_and_wait_for_next_page(driver, driver.find_element(By.ID, button_id))
 
 
 def _type(driver: Any, element_id: str, text: str) -> None:
@@ -167,9 +164,7 @@ def test_create_alter_and_delete_a_topic_through_forms_with_confirmation(
 ) -> None:
     name = unique_topic_name("console-created")
     _open(browser, console + "/topics")
-    old = browser.find_element(By.TAG_NAME, "html")
-    browser.find_element(By.ID, "new-topic").click()
-    WebDriverWait(browser, 30).until(EC.staleness_of(old))
+    chromium.click_and_wait_for_next_page(browser, browser.find_element(By.ID, "new-topic"))
     _type(browser, "name", name)
     _type(browser, "partitions", "3")
     _type(browser, "configs", "retention.ms=123456")

@@ -72,19 +72,14 @@ def test_console_pages_and_a_form_through_the_metrics_port(
     try:
         _page(browser, url + "/")
         assert browser.find_element(By.ID, "broker-count").text == "1"
-        old = browser.find_element(By.TAG_NAME, "html")
-        browser.find_element(By.LINK_TEXT, "Topics").click()
-        WebDriverWait(browser, 30).until(EC.staleness_of(old))
+        chromium.click_and_wait_for_next_page(browser,
+                                              browser.find_element(By.LINK_TEXT, "Topics"))
         assert browser.current_url == url + "/topics"
         browser.find_element(By.ID, "new-topic").click()
         WebDriverWait(browser, 30).until(EC.presence_of_element_located((By.ID, "name")))
         browser.find_element(By.ID, "name").send_keys(name)
         for button in ("create-button", "confirm-button"):  # the form, then its confirmation
-            old = browser.find_element(By.TAG_NAME, "html")
-            browser.find_element(By.ID, button).click()
-            WebDriverWait(browser, 30).until(EC.staleness_of(old))
-            WebDriverWait(browser, 30).until(
-                EC.presence_of_element_located((By.TAG_NAME, "main")))
+            chromium.click_and_wait_for_next_page(browser, browser.find_element(By.ID, button))
         chromium.screenshot(browser, "served-by-broker")
         assert browser.find_element(By.ID, "notice").text == f"Created topic {name}."
         assert browser.current_url.startswith(f"{url}/topics/")

@@ -82,13 +82,19 @@ def test_raw_produce_v7_has_no_record_errors_field(broker: Any, topic_name: str)
 
 def test_confluent_kafka_fails_only_the_keyless_records(broker: Any, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, config={"cleanup.policy": "compact"})
-    # One batch of four: linger long enough that librdkafka sends them together.
-    p = producer(broker.bootstrap, linger_ms=200, retries=0)
-    records = [{"key": b"k0", "value": b"0"}, {"value": b"1"},
-               {"key": b"k2", "value": b"2"}, {"value": b"3"}]
+    # One batch of four. librdkafka sends a batch once it holds batch.num.messages records
+    # (or at flush); the long linger keeps a stalled test process from splitting it, and the
+    # producer knows the partition before the first record, so none waits in librdkafka's
+    # queue of unpartitioned messages. (With a 200 ms linger and no metadata beforehand,
+    # records went out in separate batches twice on loaded machines.)
+    p = producer(broker.bootstrap, linger_ms=5000, batch_num_messages=4, retries=0)
+    assert p.list_topics(topic_name, timeout=10).topics[topic_name].error is None
+    records = [{"key": b"k0", "value": b"0", "partition": 0}, {"value": b"1", "partition": 0},
+               {"key": b"k2", "value": b"2", "partition": 0}, {"value": b"3", "partition": 0}]
     reports = produce_all(p, topic_name, records)
     errors = {msg.value(): err for msg, err in reports.failed}
-    assert set(errors) == {b"0", b"1", b"2", b"3"}
+    assert set(errors) == {b"0", b"1", b"2", b"3"}, (
+        [(m.value(), m.offset()) for m in reports.acked], errors)
     # librdkafka fails the records the broker named with INVALID_RECORD and the others of
     # the batch with its own code saying another record caused it: they may be resent.
     # Without record_errors all four would fail with INVALID_RECORD.
