@@ -80,15 +80,23 @@ def test_raw_produce_v7_has_no_record_errors_field(broker: Any, topic_name: str)
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.invalid_record
 
 
+def _one_batch_producer(bootstrap: str, topic: str, count: int) -> Any:
+    """A producer that sends the next ``count`` records to partition 0 as one batch.
+
+    librdkafka sends a batch once it holds batch.num.messages records (or at flush); the long
+    linger keeps a stalled test process from splitting it, and the producer knows the topic
+    before the first record, so none waits in librdkafka's queue of unpartitioned messages.
+    (With a 200 ms linger and no metadata beforehand, records went out in separate batches
+    twice on loaded machines.) Records must name ``partition=0``.
+    """
+    p = producer(bootstrap, linger_ms=5000, batch_num_messages=count, retries=0)
+    assert p.list_topics(topic, timeout=10).topics[topic].error is None
+    return p
+
+
 def test_confluent_kafka_fails_only_the_keyless_records(broker: Any, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, config={"cleanup.policy": "compact"})
-    # One batch of four. librdkafka sends a batch once it holds batch.num.messages records
-    # (or at flush); the long linger keeps a stalled test process from splitting it, and the
-    # producer knows the partition before the first record, so none waits in librdkafka's
-    # queue of unpartitioned messages. (With a 200 ms linger and no metadata beforehand,
-    # records went out in separate batches twice on loaded machines.)
-    p = producer(broker.bootstrap, linger_ms=5000, batch_num_messages=4, retries=0)
-    assert p.list_topics(topic_name, timeout=10).topics[topic_name].error is None
+    p = _one_batch_producer(broker.bootstrap, topic_name, 4)
     records = [{"key": b"k0", "value": b"0", "partition": 0}, {"value": b"1", "partition": 0},
                {"key": b"k2", "value": b"2", "partition": 0}, {"value": b"3", "partition": 0}]
     reports = produce_all(p, topic_name, records)
@@ -171,10 +179,11 @@ def test_confluent_kafka_sees_invalid_timestamp(broker: Any, topic_name: str) ->
     fails the whole batch with that code, as against a Kafka broker. Nothing is stored; the
     raw tests above check what the broker names."""
     create_topic(broker.bootstrap, topic_name, config=BOUNDED)
-    p = producer(broker.bootstrap, linger_ms=200, retries=0)
+    p = _one_batch_producer(broker.bootstrap, topic_name, 3)
     now = int(time.time() * 1000)
-    records = [{"value": b"0", "timestamp": now}, {"value": b"1", "timestamp": now - 2 * HOUR},
-               {"value": b"2", "timestamp": now + 1000}]
+    records = [{"value": b"0", "timestamp": now, "partition": 0},
+               {"value": b"1", "timestamp": now - 2 * HOUR, "partition": 0},
+               {"value": b"2", "timestamp": now + 1000, "partition": 0}]
     reports = produce_all(p, topic_name, records)
     assert {m.value(): e.code() for m, e in reports.failed} == dict.fromkeys(
         (b"0", b"1", b"2"), KafkaError.INVALID_TIMESTAMP)
