@@ -203,11 +203,20 @@ class ZkEvents:
         with self._lock:
             self.events.append((kind, value, time.monotonic()))
 
-    def first(self, kind: str, predicate: Any) -> int:
-        """Index of the first event of ``kind`` whose value satisfies ``predicate``."""
+    def _find(self, kind: str, predicate: Any) -> int | None:
         with self._lock:
-            return next(i for i, (k, v, _) in enumerate(self.events)
-                        if k == kind and predicate(v))
+            return next((i for i, (k, v, _) in enumerate(self.events)
+                         if k == kind and predicate(v)), None)
+
+    def first(self, kind: str, predicate: Any, timeout: float = 10.0) -> int:
+        """Index of the first event of ``kind`` whose value satisfies ``predicate``, waiting
+        for it: kazoo delivers watch events on its own thread, possibly after the test has
+        already read the new state with a plain get."""
+        eventually(lambda: self._find(kind, predicate) is not None, timeout=timeout,
+                   what=f"a {kind} watch event")
+        found = self._find(kind, predicate)
+        assert found is not None
+        return found
 
     def time_of(self, index: int) -> float:
         return self.events[index][2]
