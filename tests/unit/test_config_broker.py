@@ -20,6 +20,7 @@ from moldau.config import (
 )
 from moldau.config import broker as broker_module
 from moldau.config.inter_broker import inter_broker_security
+from tests.helpers.logs import lines_of
 
 
 def test_defaults() -> None:
@@ -182,10 +183,10 @@ def test_unknown_key_warns_and_unused_key_logs_info(
     with caplog.at_level(logging.INFO, logger="moldau.config.broker"):
         cfg = BrokerConfig.load(path)
     assert cfg.num_partitions == 2
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = lines_of(caplog, "moldau.config.broker", logging.WARNING)
     assert warnings == ["The configuration 'foo.bar' was supplied but isn't a known config; "
                         "ignored"]
-    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    infos = lines_of(caplog, "moldau.config.broker", logging.INFO)
     assert any("num.network.threads" in m for m in infos)
     assert any("ssl.provider" in m for m in infos)
     assert not any("num.partitions" in m for m in infos)

@@ -12,6 +12,7 @@ import pytest
 from moldau.log import LogConfig
 from moldau.log.manager import LogManager
 from moldau.log.scrubber import LogScrubber, ScrubberConfig
+from tests.helpers.logs import lines_of
 
 from .batchgen import simple_batch
 
@@ -56,7 +57,7 @@ def test_reports_a_flipped_byte_once(tmp_path: Path, caplog: pytest.LogCaptureFi
                 found.position) == ("t", 0, 30, 39, 3 * BATCH)
         assert "CRC mismatch" in found.what
         assert scrubber.scrub_once() == []  # remembered: not reported on every pass
-    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    errors = lines_of(caplog, "moldau.log.scrubber", logging.ERROR)
     assert len(errors) == 1
     assert errors[0].startswith(
         f"Corrupt batch in t-0, segment 30, offset 39, position {3 * BATCH}: CRC mismatch")

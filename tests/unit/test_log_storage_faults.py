@@ -22,6 +22,7 @@ from moldau.log.config import LogConfig
 from moldau.log.dir_failures import LogDirFailures
 from moldau.log.errors import DiskFullError, LogDirOfflineError
 from moldau.log.partition_log import PartitionLog
+from tests.helpers.logs import lines_of
 
 from .batchgen import decode_batches, simple_batch
 from .test_log_segment import append, fill, new_segment, reopen
@@ -51,7 +52,7 @@ def test_disk_full_is_logged_once_per_event_and_ends(caplog: pytest.LogCaptureFi
         failures.io_succeeded("t-0")
         failures.io_succeeded("t-0")
         assert isinstance(failures.io_failed(Path("/d"), "t-0", full), DiskFullError)
-    messages = [r.getMessage() for r in caplog.records]
+    messages = lines_of(caplog, "moldau.log.dir_failures")
     assert len(messages) == 3, messages
     assert messages[0].startswith("t-0: no space left in log dir /d")
     assert messages[1] == "t-0: writing again, space was freed"
@@ -69,8 +70,7 @@ def test_other_errors_take_the_dir_offline_once(caplog: pytest.LogCaptureFixture
             assert isinstance(err, LogDirOfflineError)
     assert offline == [Path("/d")] and failures.is_offline(Path("/d"))
     assert not failures.is_offline(Path("/other"))
-    # Only this logger's lines: other libraries' threads left by earlier tests may log too.
-    lines = [r.getMessage() for r in caplog.records if r.name == "moldau.log.dir_failures"]
+    lines = lines_of(caplog, "moldau.log.dir_failures")
     assert len(lines) == 1 and "log dir /d is offline" in lines[0], lines
 
 

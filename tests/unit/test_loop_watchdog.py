@@ -14,6 +14,7 @@ from kio.schema.list_offsets.v7.request import (
 )
 
 from moldau.broker.loop_watchdog import LoopWatchdog, RunningRequests, count_topics_and_partitions
+from tests.helpers.logs import lines_of
 
 
 def list_offsets(partitions: int) -> ListOffsetsRequest:
@@ -47,9 +48,7 @@ def run_with_watchdog(threshold_s: float, work: float, running: RunningRequests)
 
 
 def _watchdog_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    """The watchdog's own log lines: caplog also catches what other libraries' threads left
-    running by earlier tests in this process log (kafka-python's metadata retries, once)."""
-    return [r.getMessage() for r in caplog.records if r.name == "moldau.broker.loop_watchdog"]
+    return lines_of(caplog, "moldau.broker.loop_watchdog")
 
 
 def test_a_stall_is_logged_with_its_request(caplog: pytest.LogCaptureFixture):

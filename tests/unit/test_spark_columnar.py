@@ -28,6 +28,7 @@ from moldau.spark.fetch import arrow_schema
 from moldau.spark.options import OptionError, SourceOptions, parse_source_options
 from moldau.spark.raw_fetch import parse_bootstrap
 from moldau.spark.schema import source_schema
+from tests.helpers.logs import lines_of
 
 from ..helpers.bombs import zstd
 from .batchgen import Record, build_batch
@@ -278,7 +279,7 @@ def test_non_plaintext_connections_read_rows_and_say_why(
     with caplog.at_level("WARNING", logger="moldau.spark.fetch"):
         assert not fetch.columnar_usable(sasl)
         assert not fetch.columnar_usable(sasl)
-    assert [r.getMessage() for r in caplog.records] == [
+    assert lines_of(caplog, "moldau.spark.fetch") == [
         "moldau source: reading through the row path: it speaks plaintext only, not "
         "security.protocol sasl_ssl"]
 
