@@ -25,6 +25,7 @@ from kazoo.client import KazooClient
 from moldau.cluster.processes import bind_error, port_accepts
 from moldau.cluster.zk_server import four_letter_word, missing_reason
 from tests.helpers import free_port, moldau_executable, ok, one_line_error, run_moldau
+from tests.helpers.broker_process import reserve_ports
 
 START_TIMEOUT = 90.0
 
@@ -34,6 +35,7 @@ def free_port_run(count: int) -> int:
     for _ in range(50):
         base = free_port()
         if base + count <= 65535 and all(bind_error(base + i) is None for i in range(count)):
+            reserve_ports(range(base, base + count))
             return base
     raise RuntimeError(f"no {count} consecutive free ports")
 

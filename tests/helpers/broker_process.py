@@ -9,6 +9,7 @@ what the broker logged, run by run, across restarts.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,12 +23,48 @@ from typing import IO
 from moldau.cluster.processes import HOST, port_accepts, terminate
 from moldau.cluster.processes import die_with_parent as _die_with_parent
 
+#: Test servers listen on ports below Linux's ephemeral range (32768-60999 by default), so
+#: that no client connection's local port, made by any test in any worker, can take a port
+#: between the moment it was picked and the moment the server binds it. Each pytest-xdist
+#: worker draws from its own slice, and a process never hands out one port twice.
+_PORT_LOW, _PORT_HIGH, _SLICES = 20_000, 32_000, 4
+_handed_out: set[int] = set()
+
+
+def _worker_slice() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) % _SLICES if worker.isdigit() else 0
+    width = (_PORT_HIGH - _PORT_LOW) // _SLICES
+    return range(_PORT_LOW + index * width, _PORT_LOW + (index + 1) * width)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
 
 def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (the OS picks it)."""
+    """A loopback TCP port that was free a moment ago, never handed out before by this
+    process, outside the OS's ephemeral range (the OS picks one as a last resort)."""
+    ports = _worker_slice()
+    for _ in range(200):
+        port = random.choice(ports)
+        if port not in _handed_out and _bindable(port):
+            _handed_out.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+def reserve_ports(ports: range) -> None:
+    """Note ports a test uses without ``free_port`` (a run after a base port), so that
+    ``free_port`` does not hand them out later in this process."""
+    _handed_out.update(ports)
 
 
 class BrokerStartError(RuntimeError):
