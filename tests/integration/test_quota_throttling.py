@@ -87,16 +87,25 @@ def throttle_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker
         process.stop()
 
 
-def create(bootstrap: str, *topics: str) -> None:
+#: The unlimited producer writes 300-1,000 MB/s for 15 s. Unbounded, that is several GB of
+#: dirty page cache, and once the kernel's dirty limit is reached every writer is held to the
+#: disk's speed: the "alone" rates then fell run by run (577, 369, 285 MB/s) and the rate
+#: beside the limited producer measured 0.59 of them. Small segments with retention by size
+#: unlink the data before it is written back, so the rates compare the broker, not the disk.
+BOUNDED_LOG = {"retention.bytes": str(256 << 20), "segment.bytes": str(32 << 20)}
+
+
+def create(bootstrap: str, *topics: str, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+    new = [NewTopic(t, 1, 1, config=config or {}) for t in topics]
+    for future in admin.create_topics(new).values():
         future.result(timeout=30)
 
 
 def test_limited_producer_gets_its_quota_and_the_other_keeps_its_throughput(
         throttle_broker: BrokerProcess, topic_name: str) -> None:
     b = throttle_broker.bootstrap
-    create(b, topic_name + "-free", topic_name + "-limited")
+    create(b, topic_name + "-free", topic_name + "-limited", config=BOUNDED_LOG)
     ok(run_moldau("quota", "set", "--client-id", "limited", "--add-config",
                   f"producer_byte_rate={QUOTA}", bootstrap=b))
     alone = produce_for(b, topic_name + "-free", "free", 5.0)
@@ -126,9 +135,10 @@ def test_limited_producer_gets_its_quota_and_the_other_keeps_its_throughput(
     assert 0.9 * QUOTA <= limited_rate <= 1.1 * QUOTA, limited_rate / QUOTA
     assert results["limited"].max_throttle_ms > 0
     assert results["free"].max_throttle_ms == 0
-    # Not starved: `make test`'s other worker shares the two cores, so the unlimited
-    # producer's rate beside the limited one swings (0.59 of its baseline once in CI).
-    assert free_rate >= 0.5 * baseline, (free_rate, baseline)
+    # Not starved. The rate beside the limited producer was 0.98-1.2x the alone rate on the
+    # idle machine and 0.78-1.1x with a cluster and Spark tests running beside this one;
+    # `make test`'s other worker shares the two cores, hence the margin.
+    assert free_rate >= 0.6 * baseline, (free_rate, baseline)
 
 
 def test_consumer_over_its_quota_is_throttled(make_broker: Any, topic_name: str) -> None:
