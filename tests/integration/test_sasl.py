@@ -27,6 +27,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from tests.conftest import MakeBroker
 from tests.helpers.broker_process import BrokerProcess, free_port
+from tests.helpers.names import unique_topic_name
 from tests.integration.unauthenticated_writes import refused_then_nothing_written
 from tests.integration.wire import ConnectionClosed, WireClient
 
@@ -361,3 +362,42 @@ def test_refused_client_writes_nothing_and_others_are_served(
         refused_then_nothing_written(client, bad_input, good)
     assert AdminClient({"bootstrap.servers": f"127.0.0.1:{sasl_broker.plain}"}).list_topics(
         timeout=10).brokers
+
+
+def test_cli_quota_over_sasl_plain_and_scram(sasl_broker: SaslBroker, tmp_path: Path) -> None:
+    """``moldau quota`` sends raw requests; over a SASL listener it authenticates itself."""
+    from tests.helpers.cli import run_moldau
+
+    config = tmp_path / "scram.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                      "sasl.username=scram-user\nsasl.password=scram-pw\n")
+    sasl = ["-b", f"127.0.0.1:{sasl_broker.sasl}"]
+    client = unique_topic_name("sasl-quota")
+    done = run_moldau("quota", "set", "--client-id", client, "--add-config",
+                      "producer_byte_rate=2048", *sasl, "--command-config", str(config))
+    assert done.returncode == 0, done.stderr
+    def settings(mechanism: str, password: str) -> list[str]:
+        return ["-X", "security.protocol=SASL_PLAINTEXT", "-X", f"sasl.mechanism={mechanism}",
+                "-X", "sasl.username=admin", "-X", f"sasl.password={password}"]
+
+    shown = run_moldau("quota", "describe", "--client-id", client, *sasl,
+                       *settings("PLAIN", "admin-pw"))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == f"client-id={client}  producer_byte_rate=2048", shown.stdout
+    # The change went to the broker: the plaintext listener shows it too.
+    assert client in run_moldau("quota", "describe", "-b",
+                                f"127.0.0.1:{sasl_broker.plain}").stdout
+    # Refusals are one line each, and change nothing.
+    for wrong, wanted in ((settings("PLAIN", "nope"), "refused"),
+                          (settings("SCRAM-SHA-256", "nope"), "refused"),
+                          (settings("GSSAPI", "admin-pw"), "GSSAPI")):
+        result = run_moldau("quota", "set", "--client-id", client, "--add-config",
+                            "producer_byte_rate=1", *sasl, *wrong, "--timeout", "5")
+        assert result.returncode != 0 and wanted in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    # Without SASL settings the SASL listener closes the connection: one line as well.
+    bare = run_moldau("quota", "describe", *sasl, "--timeout", "5")
+    assert bare.returncode != 0 and len(bare.stderr.strip().splitlines()) == 1, bare.stderr
+    assert "producer_byte_rate=2048" in run_moldau(
+        "quota", "describe", "--client-id", client, "-b",
+        f"127.0.0.1:{sasl_broker.plain}").stdout

@@ -290,3 +290,32 @@ def test_kafka_python_and_aiokafka_over_sasl_ssl(tls_broker: TlsBroker) -> None:
     context = create_ssl_context(cafile=str(tls_broker.ca_file))
     assert aiokafka_round_trip(dict(conf, ssl_context=context), topic, b"aiokafka") == [
         b"kafka-python", b"aiokafka"]
+
+
+def test_cli_quota_over_sasl_ssl_and_mtls(tls_broker: TlsBroker) -> None:
+    """``moldau quota``'s raw requests over TLS: SCRAM on SASL_SSL, a client certificate on
+    the mTLS listener, and an untrusted server certificate refused in one line."""
+    from tests.helpers.cli import run_moldau
+
+    def settings(conf: dict[str, str]) -> list[str]:
+        return [part for key, value in conf.items() if key != "bootstrap.servers"
+                for part in ("-X", f"{key}={value}")]
+
+    client = f"tls-quota-{uuid.uuid4().hex[:8]}"
+    done = run_moldau("quota", "set", "--client-id", client, "--add-config",
+                      "consumer_byte_rate=4096", "-b", f"127.0.0.1:{tls_broker.sasl_ssl}",
+                      *settings(tls_broker.scram_conf()))
+    assert done.returncode == 0, done.stderr
+    mtls = {**tls_broker.ssl_conf(tls_broker.mtls),
+            "ssl.certificate.location": str(tls_broker.client_cert),
+            "ssl.key.location": str(tls_broker.client_key)}
+    shown = run_moldau("quota", "describe", "--client-id", client, "-b",
+                       f"127.0.0.1:{tls_broker.mtls}", *settings(mtls))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == f"client-id={client}  consumer_byte_rate=4096"
+    untrusted = {**tls_broker.ssl_conf(), "ssl.ca.location": str(tls_broker.other_ca_file)}
+    refused = run_moldau("quota", "describe", "-b", f"127.0.0.1:{tls_broker.ssl_port}",
+                         *settings(untrusted), "--timeout", "5")
+    assert refused.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr, \
+        refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr

@@ -5,12 +5,14 @@ An entity is a user (``--user NAME``, or ``--user-default`` for every user witho
 of its own), a client id (``--client-id ID`` / ``--client-id-default``), or both. Neither
 confluent-kafka nor kafka-python has calls for AlterClientQuotas and DescribeClientQuotas,
 so the requests go to the first bootstrap broker through :mod:`.raw_requests` (any broker
-answers: in a cluster the change reaches the others through ZooKeeper). That connection is
-plaintext without SASL: run these against a PLAINTEXT listener.
+answers: in a cluster the change reaches the others through ZooKeeper). ``--command-config``
+and ``-X`` take the same client settings as ``moldau acl`` and ``moldau user``: TLS, and SASL
+PLAIN or SCRAM (:mod:`.client_security`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,7 +22,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import f64, i8
 
 from . import raw_requests
-from .connection import Connection, connection_options
+from .admin_client import client_settings, secured_admin_options
+from .client_security import ClientSecurity
+from .connection import Connection
 from .errors import CliError
 
 _KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
@@ -83,11 +87,15 @@ def _parse_add(items: tuple[str, ...]) -> dict[str, float]:
     return values
 
 
-def _request(conn: Connection, obj: Any) -> Any:
+def _request(conn: Connection, obj: Any, command_config: Path | None,
+             settings: tuple[str, ...]) -> Any:
+    security = ClientSecurity.from_settings(client_settings(command_config, settings))
     conn.check_reachable()
     address = conn.addresses()[0]
     try:
-        return raw_requests.request(address, obj, conn.timeout)
+        return raw_requests.request(address, obj, conn.timeout, security=security)
+    except raw_requests.SaslRefused as exc:
+        raise CliError(f"the broker at {address[0]}:{address[1]} refused us: {exc}") from None
     except OSError as exc:
         raise CliError(f"cannot reach the broker at {address[0]}:{address[1]}: "
                        f"{exc.strerror or exc}") from None
@@ -105,10 +113,11 @@ def quota_group() -> None:
 @click.option("--delete-config", "delete_config", multiple=True, metavar="KEY[,...]",
               help="Quotas to remove (repeatable).")
 @click.option("--validate-only", is_flag=True, help="Check the change; change nothing.")
-@connection_options
+@secured_admin_options
 def set_quota(conn: Connection, user: str | None, user_default: bool, client_id: str | None,
               client_id_default: bool, add_config: tuple[str, ...],
-              delete_config: tuple[str, ...], validate_only: bool) -> None:
+              delete_config: tuple[str, ...], validate_only: bool,
+              command_config: Path | None, settings: tuple[str, ...]) -> None:
     """Set or remove quotas of one entity."""
     parts = _parts(user, user_default, client_id, client_id_default)
     if not parts:
@@ -129,7 +138,7 @@ def set_quota(conn: Connection, user: str | None, user_default: bool, client_id:
                    for kind, name in parts)
     response = _request(conn, alter.AlterClientQuotasRequest(
         entries=(alter.request.EntryData(entity=entity, ops=ops),),
-        validate_only=validate_only))
+        validate_only=validate_only), command_config, settings)
     entry = response.entries[0]
     if entry.error_code != ErrorCode.none:
         raise CliError(f"cannot set quotas of {_entity_text(parts)}: "
@@ -141,9 +150,10 @@ def set_quota(conn: Connection, user: str | None, user_default: bool, client_id:
 
 @quota_group.command("describe")
 @_entity_options
-@connection_options
+@secured_admin_options
 def describe_quotas(conn: Connection, user: str | None, user_default: bool,
-                    client_id: str | None, client_id_default: bool) -> None:
+                    client_id: str | None, client_id_default: bool,
+                    command_config: Path | None, settings: tuple[str, ...]) -> None:
     """Show quotas: of one entity, or of every entity when none is named."""
     parts = _parts(user, user_default, client_id, client_id_default)
     components = tuple(
@@ -152,7 +162,7 @@ def describe_quotas(conn: Connection, user: str | None, user_default: bool,
                                        match=name)
         for kind, name in parts)
     response = _request(conn, describe.DescribeClientQuotasRequest(
-        components=components, strict=bool(parts)))
+        components=components, strict=bool(parts)), command_config, settings)
     if response.error_code != ErrorCode.none:
         raise CliError(f"cannot describe quotas: {response.error_message or ''} "
                        f"({response.error_code.name.upper()})")
