@@ -16,7 +16,6 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Iterator
 
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
@@ -26,8 +25,8 @@ from ..config import BrokerConfig
 from ..config.inter_broker import InterBrokerSecurity, inter_broker_security
 from ..config.tls import client_context
 from ..replica.fetcher import BrokerConnection
-from .oauthbearer import unsecured_login_token
-from .scram import ScramClient, ScramError
+from .sasl_client import SaslClientExchange
+from .scram import ScramError
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ class PeerConnector:
                                           f"{', '.join(handshake.mechanisms)}")
         lifetime_ms = 0
         try:
-            for token in _Exchange(mechanism, self.security):
+            for token in SaslClientExchange(mechanism, dict(self.security.jaas)):
                 answer = await conn.send(SaslAuthenticateRequest(auth_bytes=token.send))
                 if answer.error_code != ErrorCode.none:
                     raise PeerAuthenticationError(f"peer refused this broker's {mechanism} "
@@ -100,38 +99,3 @@ class PeerConnector:
     async def _reauthenticate_after(self, conn: BrokerConnection, due: float) -> None:
         if time.monotonic() >= due:
             await self._authenticate(conn)
-
-
-class _Token:
-    """One client token of an exchange and the server's answer to it."""
-
-    def __init__(self, send: bytes) -> None:
-        self.send = send
-        self.received = b""
-
-
-class _Exchange:
-    """The client tokens of one SASL exchange, each made from the answer to the previous."""
-
-    def __init__(self, mechanism: str, security: InterBrokerSecurity) -> None:
-        self._mechanism = mechanism
-        self._security = security
-
-    def __iter__(self) -> Iterator[_Token]:
-        option = self._security.option
-        if self._mechanism == "PLAIN":
-            yield _Token(b"\0" + option("username").encode() + b"\0" +
-                         option("password").encode())
-        elif self._mechanism == "OAUTHBEARER":
-            login = _Token(f"n,,\x01auth=Bearer {unsecured_login_token(dict(self._security.jaas))}"
-                           "\x01\x01".encode())
-            yield login
-            if login.received:  # RFC 7628's error JSON: acknowledge, the failure follows
-                yield _Token(b"\x01")
-        else:
-            client = ScramClient(self._mechanism, option("username"), option("password"))
-            first = _Token(client.first())
-            yield first
-            final = _Token(client.final(first.received))
-            yield final
-            client.verify(final.received)

@@ -8,7 +8,6 @@ itself, over TLS and SASL PLAIN/SCRAM when the command's client settings ask for
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
 from typing import Any
@@ -17,93 +16,66 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
-from ..broker.scram import ScramClient, ScramError
+from ..broker.sasl_client import SaslClientExchange
+from ..broker.scram import ScramError
+from ..protocol.codec import encode_request, response_body_offset
 from .client_security import ClientSecurity
 
-_HEADER = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _CLIENT_ID = b"moldau-cli"
 
 
 def request(address: tuple[str, int], obj: Any, timeout: float,
             response_cls: type | None = None, security: ClientSecurity | None = None) -> Any:
-    """Send ``obj`` (a flexible kio request) to ``address`` and return the decoded response
-    (as ``response_cls`` when given, else kio's class of that version), over TLS and after
-    SASL when ``security`` says so.
+    """Send ``obj`` (a kio request) to ``address`` and return the decoded response (as
+    ``response_cls`` when given, else kio's class of that version), over TLS and after SASL
+    when ``security`` says so.
 
     Raises OSError when the connection fails or closes before the whole answer came (an
     ssl.SSLError is one), and :class:`SaslRefused` when the broker refuses the credentials."""
-    with _connect(address, timeout, security) as sock:
-        reader = sock.makefile("rb")
-        return _exchange(sock, reader, obj, 2, response_cls)
+    sock = socket.create_connection(address, timeout=timeout)
+    try:
+        if security is not None and security.tls is not None:
+            sock = security.tls.wrap_socket(sock, server_hostname=address[0])
+        with sock.makefile("rb") as reader:
+            if security is not None and security.mechanism is not None:
+                _authenticate(sock, reader, security)
+            return _exchange(sock, reader, obj, 2, response_cls)
+    finally:
+        sock.close()
 
 
 class SaslRefused(ConnectionError):
     """The broker refused the mechanism or the credentials."""
 
 
-def _connect(address: tuple[str, int], timeout: float,
-             security: ClientSecurity | None) -> socket.socket:
-    sock = socket.create_connection(address, timeout=timeout)
-    try:
-        if security is not None and security.tls is not None:
-            sock = security.tls.wrap_socket(sock, server_hostname=address[0])
-        if security is not None and security.mechanism is not None:
-            _authenticate(sock, security)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def _authenticate(sock: socket.socket, security: ClientSecurity) -> None:
-    """SaslHandshake, then SaslAuthenticate until the mechanism's exchange is done."""
+def _authenticate(sock: socket.socket, reader: Any, security: ClientSecurity) -> None:
+    """SaslHandshake, then SaslAuthenticate with each token of the mechanism's exchange."""
     mechanism = security.mechanism
     assert mechanism is not None
-    reader = sock.makefile("rb")
     handshake = _exchange(sock, reader, SaslHandshakeRequest(mechanism=mechanism), 0)
     if handshake.error_code != ErrorCode.none:
         raise SaslRefused(f"the broker does not offer SASL {mechanism} here (it offers "
                           f"{', '.join(handshake.mechanisms) or 'none'})")
-    if mechanism == "PLAIN":
-        tokens = [f"\0{security.username}\0{security.password}".encode()]
-        _authenticate_steps(sock, reader, tokens, mechanism)
-        return
-    client = ScramClient(mechanism, security.username, security.password)
-    server_first = _authenticate_steps(sock, reader, [client.first()], mechanism)
+    login = {"username": security.username, "password": security.password}
     try:
-        server_final = _authenticate_steps(sock, reader, [client.final(server_first)], mechanism)
-        client.verify(server_final)
+        for token in SaslClientExchange(mechanism, login):
+            answer = _exchange(sock, reader, SaslAuthenticateRequest(auth_bytes=token.send), 1)
+            if answer.error_code != ErrorCode.none:
+                raise SaslRefused(f"SASL {mechanism} authentication failed: "
+                                  f"{answer.error_message or answer.error_code.name}")
+            token.received = bytes(answer.auth_bytes)
     except ScramError as exc:
         raise SaslRefused(f"{mechanism} exchange failed: {exc}") from None
 
 
-def _authenticate_steps(sock: socket.socket, reader: Any, tokens: list[bytes],
-                        mechanism: str) -> bytes:
-    answer = b""
-    for token in tokens:
-        response = _exchange(sock, reader, SaslAuthenticateRequest(auth_bytes=token), 1)
-        if response.error_code != ErrorCode.none:
-            raise SaslRefused(f"SASL {mechanism} authentication failed: "
-                              f"{response.error_message or response.error_code.name}")
-        answer = bytes(response.auth_bytes)
-    return answer
-
-
 def _exchange(sock: socket.socket, reader: Any, obj: Any, correlation: int,
               response_cls: type | None = None) -> Any:
-    """One request and its response on an open connection. Flexible versions use request
-    header v2 and response header v1; the others (SaslHandshake) v1 and v0."""
+    """One request and its response on an open connection."""
     cls = type(obj)
-    api_key, version = int(cls.__api_key__), int(cls.__version__)
-    flexible = bool(getattr(cls, "__flexible__", True))
-    body = io.BytesIO()
-    entity_writer(cls)(body, obj)
-    payload = _HEADER.pack(api_key, version, correlation, len(_CLIENT_ID)) + _CLIENT_ID + \
-        (b"\x00" if flexible else b"") + body.getvalue()
-    sock.sendall(_SIZE.pack(len(payload)) + payload)
+    sock.sendall(encode_request(obj, correlation, _CLIENT_ID))
     head = reader.read(4)
     if len(head) != 4:
         raise OSError("connection closed before an answer")
@@ -111,6 +83,7 @@ def _exchange(sock: socket.socket, reader: Any, obj: Any, correlation: int,
     frame = reader.read(size)
     if len(frame) != size:
         raise OSError(f"connection closed after {len(frame)} of {size} bytes")
-    cls = response_cls or load_response_schema(api_key, version)
-    value, _ = entity_reader(cls)(frame, 5 if flexible else 4)
+    schema = response_cls or load_response_schema(int(cls.__api_key__), int(cls.__version__))
+    value: Any
+    value, _ = entity_reader(schema)(frame, response_body_offset(cls))
     return value

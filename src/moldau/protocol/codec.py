@@ -9,6 +9,7 @@ version does not have. Handlers can then be written once for all versions of an 
 from __future__ import annotations
 
 import io
+import struct
 from collections.abc import Callable
 from functools import cache
 from types import ModuleType
@@ -22,6 +23,9 @@ from .schemas import payload_module, request_schema, response_schema
 from .validate import prepare_request
 
 T = TypeVar("T")
+
+#: A client's frame start: size, api key, version, correlation id, client id length.
+_CLIENT_FRAME_HEAD = struct.Struct(">ihhih")
 
 
 @cache
@@ -67,6 +71,26 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
     except Exception as exc:  # kio raises several types for malformed input
         raise FrameError(f"kio: {type(exc).__name__}: {exc}") from exc
     return value
+
+
+def encode_request(obj: Any, correlation: int, client_id: bytes) -> bytes:
+    """A whole request frame for a kio request object, as a client sends it: size, request
+    header v2 (flexible versions: it ends with empty tagged fields) or v1, then the body."""
+    cls = type(obj)
+    body = io.BytesIO()
+    entity_writer(cls)(body, obj)
+    tagged = b"\x00" if response_body_offset(cls) == 5 else b""
+    size = _CLIENT_FRAME_HEAD.size - 4 + len(client_id) + len(tagged) + body.tell()
+    return _CLIENT_FRAME_HEAD.pack(size, int(cls.__api_key__), int(cls.__version__),
+                                   correlation, len(client_id)) + client_id + tagged + \
+        body.getvalue()
+
+
+def response_body_offset(request_cls: type) -> int:
+    """Where the body of the response to ``request_cls`` starts in its frame: after the
+    correlation id, and for flexible versions (response header v1) after its empty tagged
+    fields."""
+    return 5 if getattr(request_cls, "__flexible__", True) else 4
 
 
 def encode_body(api_key: int, version: int, response: Any) -> bytes:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import io
 import itertools
 import logging
 import struct
@@ -38,10 +37,10 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from ..log.errors import LogError, StorageError
-from ..protocol.codec import build
+from ..protocol.codec import build, encode_request, response_body_offset
 from ..protocol.schemas import response_schema
 from .errors import ReplicaError
 from .partition import Partition, Role, TopicPartition
@@ -58,7 +57,6 @@ RESPONSE_MAX_BYTES = 10 << 20
 RETRY_S = 0.5
 #: Pause after a fetch whose partitions the leader refused (epochs not agreed yet).
 ERROR_PAUSE_S = 0.1
-_HEADER = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _CLIENT_ID = b"moldau-replica-fetcher"
 
@@ -94,24 +92,16 @@ class BrokerConnection:
     async def send(self, obj: Any) -> Any:
         """One request and its answer, without the ``before_request`` hook."""
         cls = type(obj)
-        api_key, version = int(cls.__api_key__), int(cls.__version__)
-        flexible = bool(getattr(cls, "__flexible__", True))
         correlation = next(self._ids)
-        body = io.BytesIO()
-        entity_writer(cls)(body, obj)
-        # Request header v2 (flexible versions) ends with tagged fields; v1 does not.
-        payload = _HEADER.pack(api_key, version, correlation, len(_CLIENT_ID)) + _CLIENT_ID + \
-            (b"\x00" if flexible else b"") + body.getvalue()
-        self._writer.write(_SIZE.pack(len(payload)) + payload)
+        self._writer.write(encode_request(obj, correlation, _CLIENT_ID))
         await self._writer.drain()
         (size,) = _SIZE.unpack(await self._reader.readexactly(4))
         frame = await self._reader.readexactly(size)
         (got,) = _SIZE.unpack_from(frame, 0)
         if got != correlation:
             raise ConnectionError(f"response {got} to request {correlation}")
-        # Response header v1: correlation id, then tagged fields (none sent by brokers); v0
-        # (not flexible) has the correlation id only.
-        value, _ = entity_reader(response_schema(api_key, version))(frame, 5 if flexible else 4)
+        schema = response_schema(int(cls.__api_key__), int(cls.__version__))
+        value, _ = entity_reader(schema)(frame, response_body_offset(cls))
         return value
 
     def close(self) -> None:
