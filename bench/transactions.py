@@ -1,6 +1,6 @@
 """Transactional produce against idempotent and plain produce (issue 12), as JSON lines.
 
-    python -m bench.transactions [--quick] [--records N] [--reps N] [--no-cluster]
+    python -m bench.transactions [--quick] [--records N] [--reps N] [--producers N] [--no-cluster]
 
 On one broker (RF 1) and on a local 3-broker cluster with its own ZooKeeper (RF 3,
 ``min.insync.replicas=2``, as ``bench.replication`` starts it), the same run measures four
@@ -20,8 +20,9 @@ the transactional ones init_transactions and commit a one-record transaction), s
 ids, coordinator look-ups and connections are not timed. The modes alternate for ``--reps``
 rounds, each on a new topic; a ``summary`` line per setup gives the medians and the ratios
 idempotent/plain and txnN/idempotent (issue target: txn1000/idempotent >= 0.8), with the load
-average, since the figures mean little on a busy machine. Every loop is bounded in count and
-in time.
+average, since the figures mean little on a busy machine. ``--producers N`` runs N producers of
+each mode at once, each in its own thread with its share of the records, so one producer's
+commit overlaps the others' sending. Every loop is bounded in count and in time.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ import json
 import os
 import statistics
 import tempfile
+import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,33 +86,29 @@ def _warm_up(producer: Producer, topic: str, transactional: bool) -> None:
         producer.flush(60)
 
 
-def produce(bootstrap: str, topic: str, mode: str, count: int, size: int,
-            batch_bytes: int = DEFAULT_BATCH_BYTES) -> dict[str, Any]:
-    """``count`` records of ``size`` bytes in ``mode``; records/s from the first send to the
-    last ack (for transactions: to the last commit)."""
-    txn_records = int(mode[3:]) if mode.startswith("txn") else 0
-    producer = _producer(bootstrap, mode, batch_bytes)
-    try:
-        _warm_up(producer, topic, bool(txn_records))
-    except KafkaException as exc:  # e.g. a broker without a transaction coordinator
-        return {"workload": "produce", "mode": mode, "records": 0, "record_bytes": size,
-                "incomplete": f"warm-up: {exc}"}
-    payload = os.urandom(size)
-    failed = 0
+@dataclass
+class _Tally:
+    """One producer's share of a sample."""
+
+    sent: int = 0
+    committed: int = 0
+    failed: int = 0
+    in_flush: float = 0.0
+    in_commit: float = 0.0
+    error: str | None = None
+
+
+def _run(producer: Producer, topic: str, txn_records: int, count: int, payload: bytes,
+         deadline: float, tally: _Tally) -> None:
+    """``count`` records from one producer (a transaction per ``txn_records`` if set)."""
 
     def on_delivery(err: Any, _msg: Any) -> None:
-        nonlocal failed
         if err is not None:
-            failed += 1
+            tally.failed += 1
 
-    error = None
-    start = time.perf_counter()
-    deadline = start + TIME_LIMIT_S
-    sent = committed = 0
-    in_commit = in_flush = 0.0
     try:
-        while sent < count and time.perf_counter() < deadline:
-            batch = min(txn_records or count, count - sent)
+        while tally.sent < count and time.perf_counter() < deadline:
+            batch = min(txn_records or count, count - tally.sent)
             if txn_records:
                 producer.begin_transaction()
             done = 0
@@ -119,7 +118,7 @@ def produce(bootstrap: str, topic: str, mode: str, count: int, size: int,
                     done += 1
                 except BufferError:
                     producer.poll(0.01)
-            sent += done
+            tally.sent += done
             if txn_records:
                 # commit_transaction flushes first; flushing explicitly before it is the same
                 # sequence, and splits the last acks from the EndTxn round trip.
@@ -127,42 +126,74 @@ def produce(bootstrap: str, topic: str, mode: str, count: int, size: int,
                 producer.flush(max(1.0, deadline - time.perf_counter()))
                 flushed = time.perf_counter()
                 producer.commit_transaction(max(1.0, deadline - time.perf_counter()))
-                in_flush += flushed - began
-                in_commit += time.perf_counter() - flushed
-                committed += 1
+                tally.in_flush += flushed - began
+                tally.in_commit += time.perf_counter() - flushed
+                tally.committed += 1
         producer.flush(max(1.0, deadline - time.perf_counter()))
     except KafkaException as exc:  # a failed commit ends the sample; it is reported
-        error = str(exc)
+        tally.error = str(exc)
+
+
+def produce(bootstrap: str, topic: str, mode: str, count: int, size: int,
+            batch_bytes: int = DEFAULT_BATCH_BYTES, producers: int = 1) -> dict[str, Any]:
+    """``count`` records of ``size`` bytes in ``mode`` from ``producers`` producers at once
+    (one thread each, ``count / producers`` records each); records/s from the first send to
+    the last ack (for transactions: to the last commit)."""
+    txn_records = int(mode[3:]) if mode.startswith("txn") else 0
+    clients = [_producer(bootstrap, mode, batch_bytes) for _ in range(producers)]
+    try:
+        for client in clients:
+            _warm_up(client, topic, bool(txn_records))
+    except KafkaException as exc:  # e.g. a broker without a transaction coordinator
+        return {"workload": "produce", "mode": mode, "records": 0, "record_bytes": size,
+                "incomplete": f"warm-up: {exc}"}
+    payload = os.urandom(size)
+    tallies = [_Tally() for _ in clients]
+    share = count // producers
+    start = time.perf_counter()
+    deadline = start + TIME_LIMIT_S
+    threads = [threading.Thread(target=_run, args=(client, topic, txn_records, share, payload,
+                                                   deadline, tally))
+               for client, tally in zip(clients, tallies, strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     elapsed = time.perf_counter() - start
+    sent = sum(t.sent for t in tallies)
+    committed = sum(t.committed for t in tallies)
     result = {"workload": "produce", "mode": mode, "records": sent, "record_bytes": size,
-              "acks": "all", "batch_bytes": batch_bytes, "seconds": round(elapsed, 3),
-              "records_per_s": round(sent / elapsed), "mb_per_s": round(sent * size / elapsed
-                                                                         / 1e6, 1),
-              "failed": failed}
+              "acks": "all", "batch_bytes": batch_bytes, "producers": producers,
+              "seconds": round(elapsed, 3), "records_per_s": round(sent / elapsed),
+              "mb_per_s": round(sent * size / elapsed / 1e6, 1),
+              "failed": sum(t.failed for t in tallies)}
     if txn_records:
-        # flush_seconds: waiting for the transaction's last acks (AddPartitionsToTxn comes
+        # flush_seconds: waiting for the transactions' last acks (AddPartitionsToTxn comes
         # before the first send to each partition, so it is in there too); commit_seconds:
         # commit_transaction after that (EndTxn: the coordinator's Prepare write, acks=all).
+        # Both are summed over the producers.
         result.update(transaction_records=txn_records, transactions=committed,
-                      flush_seconds=round(in_flush, 3), commit_seconds=round(in_commit, 3),
-                      ms_per_transaction=round(elapsed * 1000 / committed, 2)
+                      flush_seconds=round(sum(t.in_flush for t in tallies), 3),
+                      commit_seconds=round(sum(t.in_commit for t in tallies), 3),
+                      ms_per_transaction=round(elapsed * 1000 * producers / committed, 2)
                       if committed else None)
-    if error is not None or sent < count:
-        result["incomplete"] = error or "time limit"
+    errors = [t.error for t in tallies if t.error is not None]
+    if errors or sent < share * producers:
+        result["incomplete"] = errors[0] if errors else "time limit"
     return result
 
 
 def measure(bootstrap: str, setup: dict[str, Any], count: int, size: int, reps: int,
             replication_factor: int, configs: dict[str, str],
             modes: tuple[str, ...] = MODES,
-            batch_bytes: int = DEFAULT_BATCH_BYTES) -> dict[str, Any]:
+            batch_bytes: int = DEFAULT_BATCH_BYTES, producers: int = 1) -> dict[str, Any]:
     """``reps`` rounds of every mode, alternating, each on a new topic; the summary line."""
     rates: dict[str, list[int]] = {mode: [] for mode in modes}
     for round_number in range(reps):
         for mode in modes:
             topic = _topic(bootstrap, PARTITIONS, replication_factor, configs)
-            sample = {**setup, **produce(bootstrap, topic, mode, count, size, batch_bytes),
-                      "round": round_number}
+            sample = {**setup, **produce(bootstrap, topic, mode, count, size, batch_bytes,
+                                         producers), "round": round_number}
             print(json.dumps(sample), flush=True)
             if "incomplete" not in sample:
                 rates[mode].append(sample["records_per_s"])
@@ -173,7 +204,8 @@ def measure(bootstrap: str, setup: dict[str, Any], count: int, size: int, reps: 
         return round(top / bottom, 2) if top and bottom else None
 
     return {"workload": "summary", **setup, "records": count, "record_bytes": size,
-            "batch_bytes": batch_bytes, "reps": reps, "median_records_per_s": medians,
+            "batch_bytes": batch_bytes, "producers": producers, "reps": reps,
+            "median_records_per_s": medians,
             "min_max_records_per_s": {m: [min(r), max(r)] if r else None
                                       for m, r in rates.items()},
             "idempotent_over_plain": ratio("idempotent", "plain"),
@@ -195,6 +227,9 @@ def main() -> None:
     parser.add_argument("--batch-bytes", type=int, default=DEFAULT_BATCH_BYTES,
                         help="the producers' batch.size (librdkafka's default 1000000; the "
                              "Java client's is 16384)")
+    parser.add_argument("--producers", type=int, default=1,
+                        help="producers per sample, each in its own thread with its share of "
+                             "the records (default 1)")
     parser.add_argument("--no-cluster", action="store_true",
                         help="one broker only (no ZooKeeper needed)")
     parser.add_argument("--modes", default=",".join(MODES),
@@ -210,7 +245,7 @@ def main() -> None:
     try:
         print(json.dumps(measure(alone.bootstrap, {"brokers": 1, "replication_factor": 1},
                                  count, args.record_bytes, reps, 1, {}, modes,
-                                 args.batch_bytes)), flush=True)
+                                 args.batch_bytes, args.producers)), flush=True)
     finally:
         alone.close()
     if args.no_cluster:
@@ -227,7 +262,8 @@ def main() -> None:
             time.sleep(2)  # registrations and the controller election
             setup = {"brokers": 3, "replication_factor": 3, "min_insync_replicas": 2}
             print(json.dumps(measure(spec.bootstrap, setup, count, args.record_bytes, reps, 3,
-                                     {"min.insync.replicas": "2"}, modes, args.batch_bytes)),
+                                     {"min.insync.replicas": "2"}, modes, args.batch_bytes,
+                                     args.producers)),
                   flush=True)
         finally:
             cluster.stop()

@@ -20,6 +20,7 @@ from ..protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SUP
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
+    from .fetch_sessions import FetchSession
     from .sasl import SaslExchange
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class Session:
     expires_at: float | None = None
     #: Close the connection once the current response is sent (a failed authentication).
     closing: bool = False
+    #: A follower's incremental fetch session (KIP-227), kept for this connection only.
+    fetch_session: FetchSession | None = None
 
     def __post_init__(self) -> None:
         if not self.uses_sasl:

@@ -14,6 +14,8 @@ no patching, no per-record work) and the leader's high watermark is taken as far
 reaches, and so is its log start offset (``Partition.follow_log_start``: what DeleteRecords or
 retention removed on the leader goes here too). The leader learns the follower's position
 from the next fetch offset, and its log start from the next fetch's ``log_start_offset``.
+The requests run in an incremental fetch session (KIP-227, :mod:`.follower_session`): after
+the first, each names only the partitions whose offsets or epoch changed.
 
 Errors: a fenced or unknown epoch, or NOT_LEADER_OR_FOLLOWER, leaves the partition waiting
 for the new state from ZooKeeper (the cluster link moves it); a lost connection is retried
@@ -31,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -43,6 +45,7 @@ from ..log.errors import LogError, StorageError
 from ..protocol.codec import build, encode_request, response_body_offset
 from ..protocol.schemas import response_schema
 from .errors import ReplicaError
+from .follower_session import FollowerSession, Wanted
 from .partition import Partition, Role, TopicPartition
 from .throttle import ReplicationQuota
 
@@ -129,6 +132,8 @@ class LeaderFetcher:
         self._unchecked: set[TopicPartition] = set()
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: The incremental fetch session on the current connection.
+        self._session = FollowerSession()
 
     def add(self, partition: Partition) -> None:
         self.partitions[partition.key] = partition
@@ -168,6 +173,7 @@ class LeaderFetcher:
                          *address, exc or type(exc).__name__)
                 await asyncio.sleep(RETRY_S)
                 continue
+            self._session.reset()
             try:
                 while self._following():
                     if self._unchecked:
@@ -228,30 +234,25 @@ class LeaderFetcher:
         throttled = self._throttled()
         held = throttled if throttled and self._quota is not None and self._quota.exceeded() \
             else set()
-        by_topic: dict[str, list[Partition]] = {}
-        for p in self.partitions.values():
-            if p.key not in self._unchecked and p.key not in held:
-                by_topic.setdefault(p.topic, []).append(p)
-        if not by_topic:
-            await asyncio.sleep(self._quota.delay_s() if held and self._quota else RETRY_S)
-            return
         # Throttled partitions ask for no more than the budget has left (one batch at least).
         budget = max(min(PARTITION_MAX_BYTES, self._quota.available()), 1) \
             if throttled and self._quota is not None else PARTITION_MAX_BYTES
-        request = build(
-            FetchRequest,
-            cluster_id=None, replica_id=self.local_id,
-            max_wait=datetime.timedelta(milliseconds=FETCH_WAIT_MS), min_bytes=1,
-            max_bytes=RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=tuple(build(FetchTopic, topic=topic, partitions=tuple(
-                build(FetchPartition, partition=p.partition,
-                      current_leader_epoch=p.leader_epoch, fetch_offset=p.log_end_offset,
-                      last_fetched_epoch=-1, log_start_offset=p.log_start_offset,
-                      partition_max_bytes=budget if p.key in throttled else
-                      PARTITION_MAX_BYTES)
-                for p in parts)) for topic, parts in by_topic.items()),
-            forgotten_topics_data=(), rack_id="")
-        response = await conn.request(request)
+        wanted: dict[TopicPartition, Wanted] = {
+            key: (p.leader_epoch, p.log_end_offset, p.log_start_offset,
+                  budget if key in throttled else PARTITION_MAX_BYTES)
+            for key, p in self.partitions.items()
+            if key not in self._unchecked and key not in held}
+        if not wanted:
+            await asyncio.sleep(self._quota.delay_s() if held and self._quota else RETRY_S)
+            return
+        session = self._session
+        named, forgotten = session.changes(wanted)
+        response = await conn.request(self._request(wanted, named, forgotten))
+        session.answered(response.session_id, response.error_code, wanted)
+        if response.error_code != ErrorCode.none:
+            log.debug("fetcher: leader %d answered %s; starting a new session",
+                      self.leader_id, response.error_code.name)
+            return
         now = self._now_ms()
         failed = 0
         for topic in response.responses:
@@ -270,6 +271,33 @@ class LeaderFetcher:
             # The leader answered at once (it has not applied the new state yet, or this
             # broker has not): do not hammer it.
             await asyncio.sleep(ERROR_PAUSE_S)
+
+    def _request(self, wanted: dict[TopicPartition, Wanted], named: list[TopicPartition],
+                 forgotten: list[TopicPartition]) -> FetchRequest:
+        """A Fetch in the session: the ``named`` partitions as ``wanted`` says, and the
+        ``forgotten`` ones to drop."""
+        by_topic: dict[str, list[FetchPartition]] = {}
+        for key in named:
+            epoch, offset, log_start, max_bytes = wanted[key]
+            by_topic.setdefault(key[0], []).append(build(
+                FetchPartition, partition=key[1], current_leader_epoch=epoch,
+                fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=log_start,
+                partition_max_bytes=max_bytes))
+        dropped: dict[str, list[int]] = {}
+        for topic, index in forgotten:
+            dropped.setdefault(topic, []).append(index)
+        return build(
+            FetchRequest,
+            cluster_id=None, replica_id=self.local_id,
+            max_wait=datetime.timedelta(milliseconds=FETCH_WAIT_MS), min_bytes=1,
+            max_bytes=RESPONSE_MAX_BYTES, isolation_level=0, session_id=self._session.id,
+            session_epoch=self._session.epoch,
+            topics=tuple(build(FetchTopic, topic=topic, partitions=tuple(parts))
+                         for topic, parts in by_topic.items()),
+            forgotten_topics_data=tuple(build(ForgottenTopic, topic=topic,
+                                              partitions=tuple(indexes))
+                                        for topic, indexes in dropped.items()),
+            rack_id="")
 
     def _apply(self, partition: Partition, data: Any, now: int) -> None:
         code = data.error_code

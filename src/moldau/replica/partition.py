@@ -482,6 +482,12 @@ class Partition:
         leader_end = self._log.log_end_offset
         if log_end_offset >= leader_end:
             state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
+            if log_end_offset == state.log_end_offset and replica_id in self.isr:
+                # Caught up and not moved (most partitions of most fetches): the high
+                # watermark cannot have changed because of this fetch.
+                state.last_fetch_leader_end_offset = leader_end
+                state.last_fetch_ms = now_ms
+                return
         elif log_end_offset >= state.last_fetch_leader_end_offset >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.last_fetch_leader_end_offset = leader_end

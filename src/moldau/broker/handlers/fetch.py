@@ -14,8 +14,10 @@ carry the aborted transactions overlapping what they return (from the segments'
 ``.txnindex``), so clients can drop aborted records; every response partition carries the
 last stable offset. Nothing here looks at records: the aborted list comes from memory.
 
-Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients
-that no session was created, so they keep sending full fetch requests. That is always correct.
+Followers get incremental fetch sessions (KIP-227, :mod:`..fetch_sessions`): their requests
+name only what changed and the responses carry only partitions with news, while every
+partition of the session is still read. Consumers get session id 0 (no session), which tells
+them to keep sending full requests; that is always correct.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ...metrics.counters import BrokerCounters
 from ...protocol import codec
 from ...protocol.codec import build
 from ...replica import ReplicaError
-from .. import authz, offload
+from .. import authz, fetch_sessions, offload
 from ..broker import Broker, RequestContext, now_ms
 from ..quota_throttle import client_of
 from ..response import FileRange, Response
@@ -102,9 +104,10 @@ def _denied(ctx: RequestContext, request: Any, follower: int) -> frozenset[str]:
 
 
 async def _read_all(broker: Broker, request: Any, follower: int = -1,
-                    denied: frozenset[str] = frozenset(), cap: int | None = None
-                    ) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
-    """Read every requested partition within the request's byte limits (KIP-74 rules).
+                    denied: frozenset[str] = frozenset(), cap: int | None = None,
+                    topics: Any = None) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
+    """Read every requested partition (or every one of ``topics``, a fetch session's) within
+    the request's byte limits (KIP-74 rules).
 
     A follower (``follower`` >= 0, a broker of the cluster) reads up to the log end, not
     the high watermark, and its fetch offset is its log end offset: the leader records it,
@@ -119,7 +122,7 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1,
     quota = broker.replicas.throttles.leader
     throttling = follower >= 0 and quota.active
     committed = follower < 0 and getattr(request, "isolation_level", 0) == 1
-    for fetch_topic in request.topics:
+    for fetch_topic in request.topics if topics is None else topics:
         name, topic_code = _resolve_topic(broker, fetch_topic)
         if denied and name in denied:
             topic_code = ErrorCode.topic_authorization_failed
@@ -154,6 +157,10 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1,
                         p.fetch_offset, max(limit, 0), min_one_batch=total == 0,
                         current_leader_epoch=current_epoch)
                     read.aborted = [(t.producer_id, t.first_offset) for t in aborted]
+                elif follower >= 0 and p.fetch_offset == partition.log_end_offset:
+                    # A follower at the log end (most partitions of most of its fetches):
+                    # nothing to read, only the epoch to check.
+                    partition.check_epoch(current_epoch)
                 elif limit > 0 or total == 0:
                     data = partition.read(p.fetch_offset, max(limit, 0),
                                           min_one_batch=total == 0,
@@ -187,7 +194,8 @@ def _has_error(reads: list[tuple[Any, list[_PartitionRead]]]) -> bool:
     return any(r.code is not ErrorCode.none for _, parts in reads for r in parts)
 
 
-async def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRead]]]) -> Response:
+async def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRead]]],
+                  session_id: int = 0) -> Response:
     m = ctx.resp
     salt = os.urandom(8)
     ranges: list[tuple[bytes, FileRange]] = []
@@ -223,7 +231,7 @@ async def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRea
         m.FetchResponse,
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
-        session_id=0,
+        session_id=session_id,
         responses=tuple(topics),
         node_endpoints=(),
     )
@@ -250,10 +258,10 @@ async def _encode(ctx: RequestContext, reads: list[tuple[Any, list[_PartitionRea
     return Response(chunks, size)
 
 
-def _appended_since(broker: Broker, request: Any, held: set[tuple[str, int]]) -> bool:
+def _appended_since(broker: Broker, topics: Any, held: set[tuple[str, int]]) -> bool:
     """Whether a follower's fetch now has data past the offsets it asked from (partitions
     held back by the throttle do not count)."""
-    for fetch_topic in request.topics:
+    for fetch_topic in topics:
         name, _ = _resolve_topic(broker, fetch_topic)
         if name is None:
             continue
@@ -266,23 +274,38 @@ def _appended_since(broker: Broker, request: Any, held: set[tuple[str, int]]) ->
     return False
 
 
+def _session_updates(reads: list[tuple[Any, list[_PartitionRead]]], incremental: bool
+                     ) -> list[tuple[Any, list[_PartitionRead]]]:
+    """A session's response: an incremental one carries only the partitions with records, an
+    error or a changed watermark; a full one carries all. Either notes what was told."""
+    kept: list[tuple[Any, list[_PartitionRead]]] = []
+    for session_topic, parts in reads:
+        news = [read for part, read in zip(session_topic.partitions, parts, strict=True)
+                if fetch_sessions.has_updates(part, read.code, read.data is not None,
+                                              read.high_watermark, read.last_stable_offset,
+                                              read.log_start_offset) or not incremental]
+        if news:
+            kept.append((session_topic, news))
+    return kept
+
+
 async def handle(request: Any, ctx: RequestContext) -> Any:
     broker = ctx.broker
     m = ctx.resp
-    session_id = getattr(request, "session_id", 0)
-    session_epoch = getattr(request, "session_epoch", -1)
-    if session_id != 0 and session_epoch not in (0, -1):
-        # We never hand out sessions, so an incremental fetch names one we do not know.
-        return build(m.FetchResponse, throttle_time=NO_THROTTLE,
-                     error_code=ErrorCode.fetch_session_id_not_found, session_id=0,
-                     responses=(), node_endpoints=())
     follower = replica_id(request) if broker.cluster is not None else -1
     denied = _denied(ctx, request, follower) if broker.authorizer is not None else frozenset()
+    # A follower refused CLUSTER_ACTION gets no session: its full requests are refused.
+    outcome = fetch_sessions.resolve(ctx.session, request, -1 if denied else follower)
+    if outcome.error is not None:
+        return build(m.FetchResponse, throttle_time=NO_THROTTLE, error_code=outcome.error,
+                     session_id=0, responses=(), node_endpoints=())
+    session = outcome.session
+    topics = session.topics() if session is not None else None
     ctx.quota_exempt = follower >= 0
     cap = None
     if broker.client_quotas.enabled[CONSUMER_BYTE_RATE] and follower < 0:
         cap = broker.client_quotas.fetch_window_bytes(*client_of(ctx))
-    reads, total = await _read_all(broker, request, follower, denied, cap)
+    reads, total = await _read_all(broker, request, follower, denied, cap, topics)
     max_wait_s = request.max_wait.total_seconds()
     min_bytes = max(request.min_bytes, 1)
     if total < min_bytes and max_wait_s > 0 and not _has_error(reads):
@@ -299,7 +322,8 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             # between this check and the waiter's registration, so nothing slips through.
             held = {(r.topic, r.partition) for _, parts in reads for r in parts
                     if r.held and r.topic is not None}
-            if not _appended_since(broker, request, held):
+            if not _appended_since(broker, request.topics if topics is None else topics,
+                                   held):
                 await broker.replicas.replica_fetch_purgatory.wait(keys, min_bytes - total,
                                                                    max_wait_s)
         else:
@@ -309,10 +333,14 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         ctx.waited_s = waited / 1e9
         if ctx.timing is not None:
             ctx.timing.remote_ns += waited
-        reads, total = await _read_all(broker, request, follower, denied, cap)
+        reads, total = await _read_all(broker, request, follower, denied, cap, topics)
     if broker.metrics is not None:
         _count(broker.metrics, reads, follower)
-    response = await _encode(ctx, reads)
+    if session is None:
+        response = await _encode(ctx, reads)
+    else:
+        response = await _encode(ctx, _session_updates(reads, outcome.incremental),
+                                  session.id)
     if broker.client_quotas.enabled[CONSUMER_BYTE_RATE] and follower < 0:
         return _consumer_quota(ctx, response)
     return response
