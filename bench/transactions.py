@@ -1,6 +1,7 @@
 """Transactional produce against idempotent and plain produce (issue 12), as JSON lines.
 
-    python -m bench.transactions [--quick] [--records N] [--reps N] [--producers N] [--no-cluster]
+    python -m bench.transactions [--quick] [--records N] [--reps N] [--producers 1,4]
+                                 [--no-cluster]
 
 On one broker (RF 1) and on a local 3-broker cluster with its own ZooKeeper (RF 3,
 ``min.insync.replicas=2``, as ``bench.replication`` starts it), the same run measures four
@@ -20,9 +21,11 @@ the transactional ones init_transactions and commit a one-record transaction), s
 ids, coordinator look-ups and connections are not timed. The modes alternate for ``--reps``
 rounds, each on a new topic; a ``summary`` line per setup gives the medians and the ratios
 idempotent/plain and txnN/idempotent (issue target: txn1000/idempotent >= 0.8), with the load
-average, since the figures mean little on a busy machine. ``--producers N`` runs N producers of
-each mode at once, each in its own thread with its share of the records, so one producer's
-commit overlaps the others' sending. Every loop is bounded in count and in time.
+average, since the figures mean little on a busy machine. Each setup runs once per producer
+count in ``--producers`` (default 1 and 4): with N, every mode runs N producers at once, each
+in its own thread with its share of the records, so one producer's commit overlaps the
+others' sending (an application with several transactional producers, as Kafka Streams has
+one per task). Every loop is bounded in count and in time.
 """
 
 from __future__ import annotations
@@ -227,9 +230,10 @@ def main() -> None:
     parser.add_argument("--batch-bytes", type=int, default=DEFAULT_BATCH_BYTES,
                         help="the producers' batch.size (librdkafka's default 1000000; the "
                              "Java client's is 16384)")
-    parser.add_argument("--producers", type=int, default=1,
-                        help="producers per sample, each in its own thread with its share of "
-                             "the records (default 1)")
+    parser.add_argument("--producers", default="1,4",
+                        help="comma-separated producer counts, a summary for each: every mode "
+                             "runs that many producers at once, each in its own thread with "
+                             "its share of the records (default 1,4)")
     parser.add_argument("--no-cluster", action="store_true",
                         help="one broker only (no ZooKeeper needed)")
     parser.add_argument("--modes", default=",".join(MODES),
@@ -239,13 +243,20 @@ def main() -> None:
     unknown = set(modes) - set(MODES)
     if unknown or not modes:
         parser.error(f"unknown modes {sorted(unknown)}: choose from {', '.join(MODES)}")
+    try:
+        counts = [int(n) for n in args.producers.split(",") if n]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        parser.error(f"--producers wants positive numbers, not {args.producers!r}")
     count = args.records or (50_000 if args.quick else 200_000)
     reps = args.reps or (1 if args.quick else 3)
     alone = BenchBroker()
     try:
-        print(json.dumps(measure(alone.bootstrap, {"brokers": 1, "replication_factor": 1},
-                                 count, args.record_bytes, reps, 1, {}, modes,
-                                 args.batch_bytes, args.producers)), flush=True)
+        for producers in counts:
+            print(json.dumps(measure(alone.bootstrap, {"brokers": 1, "replication_factor": 1},
+                                     count, args.record_bytes, reps, 1, {}, modes,
+                                     args.batch_bytes, producers)), flush=True)
     finally:
         alone.close()
     if args.no_cluster:
@@ -261,10 +272,10 @@ def main() -> None:
             cluster.start()
             time.sleep(2)  # registrations and the controller election
             setup = {"brokers": 3, "replication_factor": 3, "min_insync_replicas": 2}
-            print(json.dumps(measure(spec.bootstrap, setup, count, args.record_bytes, reps, 3,
-                                     {"min.insync.replicas": "2"}, modes, args.batch_bytes,
-                                     args.producers)),
-                  flush=True)
+            for producers in counts:
+                print(json.dumps(measure(spec.bootstrap, setup, count, args.record_bytes, reps,
+                                         3, {"min.insync.replicas": "2"}, modes,
+                                         args.batch_bytes, producers)), flush=True)
         finally:
             cluster.stop()
             if env_level is None:

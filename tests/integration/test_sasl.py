@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -401,3 +401,53 @@ def test_cli_quota_over_sasl_plain_and_scram(sasl_broker: SaslBroker, tmp_path: 
     assert "producer_byte_rate=2048" in run_moldau(
         "quota", "describe", "--client-id", client, "-b",
         f"127.0.0.1:{sasl_broker.plain}").stdout
+
+
+def test_cli_transaction_over_sasl_scram(sasl_broker: SaslBroker, tmp_path: Path) -> None:
+    """``moldau transaction list|describe|abort`` and ``moldau cluster log-dirs`` on a SASL
+    listener: the metadata and the raw requests (ListTransactions, FindCoordinator,
+    DescribeTransactions, DescribeProducers, WriteTxnMarkers, DescribeLogDirs) all
+    authenticate with the command config."""
+    from tests.helpers.cli import run_moldau
+
+    config = tmp_path / "scram.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                      "sasl.username=scram-user\nsasl.password=scram-pw\n")
+    secured = ["-b", f"127.0.0.1:{sasl_broker.sasl}", "--command-config", str(config)]
+    topic = unique_topic_name("sasl-txn")
+    transactional_id = f"hanging-{uuid.uuid4().hex[:8]}"
+    producer = Producer(sasl_broker.conf("SCRAM-SHA-512", "scram-user", "scram-pw")
+                        | {"transactional.id": transactional_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"left open", partition=0)
+    assert producer.flush(30) == 0  # written, never committed: the transaction hangs
+    listed = run_moldau("transaction", "list", *secured)
+    assert listed.returncode == 0, listed.stderr
+    assert transactional_id in listed.stdout and "Ongoing" in listed.stdout, listed.stdout
+    described = run_moldau("transaction", "describe", transactional_id, *secured)
+    assert described.returncode == 0, described.stderr
+    assert "Ongoing" in described.stdout and topic in described.stdout, described.stdout
+    # A wrong password is one line and aborts nothing.
+    wrong = run_moldau("transaction", "abort", "--topic", topic, "--partition", "0",
+                       "--start-offset", "0", "-b", f"127.0.0.1:{sasl_broker.sasl}",
+                       "-X", "security.protocol=SASL_PLAINTEXT",
+                       "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=scram-user",
+                       "-X", "sasl.password=nope", "--timeout", "5")
+    assert wrong.returncode != 0 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
+    aborted = run_moldau("transaction", "abort", "--topic", topic, "--partition", "0",
+                         "--start-offset", "0", *secured)
+    assert aborted.returncode == 0, aborted.stderr
+    assert "Aborted the transaction" in aborted.stdout, aborted.stdout
+    # The partition is stable again: a read_committed consumer reaches its end.
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{sasl_broker.plain}",
+                         "group.id": topic, "isolation.level": "read_committed"})
+    try:
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        assert end == 2, f"last stable offset {end}: the ABORT marker closes the transaction"
+    finally:
+        consumer.close()
+    # The cluster tool's raw requests (DescribeLogDirs here) authenticate the same way.
+    dirs = run_moldau("cluster", "log-dirs", "--topic", topic, *secured)
+    assert dirs.returncode == 0, dirs.stderr
+    assert f"{topic}" in dirs.stdout, dirs.stdout

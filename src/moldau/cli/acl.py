@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import click
@@ -26,7 +25,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from .admin_client import secured_admin, secured_admin_options
+from .admin_client import secured_admin_options
 from .connection import Connection
 from .errors import CliError
 
@@ -227,8 +226,7 @@ def add(conn: Connection, topics: tuple[str, ...], groups: tuple[str, ...], clus
         transactional_ids: tuple[str, ...], pattern: str, allow_principals: tuple[str, ...],
         deny_principals: tuple[str, ...], allow_hosts: tuple[str, ...],
         deny_hosts: tuple[str, ...], operations: tuple[str, ...], producer: bool,
-        consumer: bool, idempotent: bool, command_config: Path | None,
-        settings: tuple[str, ...]) -> None:
+        consumer: bool, idempotent: bool) -> None:
     """Add ACLs: principals x hosts x operations on each resource."""
     pattern_type = _PATTERNS[pattern.lower()]
     if pattern_type in (ResourcePatternType.MATCH, ResourcePatternType.ANY):
@@ -244,8 +242,8 @@ def add(conn: Connection, topics: tuple[str, ...], groups: tuple[str, ...], clus
                        "or --group <group> or --transactional-id <id>")
     bindings = _bindings_to_add(resources, pattern_type, entries, producer, consumer,
                                 idempotent)
-    client = secured_admin(conn, command_config, settings)
-    futures = client.admin.create_acls(bindings, request_timeout=conn.timeout)
+    admin = conn.admin()
+    futures = admin.create_acls(bindings, request_timeout=conn.timeout)
     for binding, future in futures.items():
         conn.result(future, f"cannot add ACL {_describe(binding)} on {binding.name}")
     _print_by_resource(bindings, "Adding ACLs for resource")
@@ -268,8 +266,7 @@ def remove(conn: Connection, topics: tuple[str, ...], groups: tuple[str, ...], c
            transactional_ids: tuple[str, ...], pattern: str,
            allow_principals: tuple[str, ...], deny_principals: tuple[str, ...],
            allow_hosts: tuple[str, ...], deny_hosts: tuple[str, ...],
-           operations: tuple[str, ...], producer: bool, consumer: bool, idempotent: bool,
-           command_config: Path | None, settings: tuple[str, ...]) -> None:
+           operations: tuple[str, ...], producer: bool, consumer: bool, idempotent: bool) -> None:
     """Remove the matching ACLs of the resources (all of them without principals and
     operations)."""
     resources = _resources(topics, groups, cluster, transactional_ids)
@@ -283,9 +280,9 @@ def remove(conn: Connection, topics: tuple[str, ...], groups: tuple[str, ...], c
                                  consumer, idempotent)
         wanted = dict.fromkeys(AclOperation(b.operation) for b in added)
         entries = _Entries(entries.who, list(wanted))
-    client = secured_admin(conn, command_config, settings)
+    admin = conn.admin()
     filters = _filters(resources, _PATTERNS[pattern.lower()], entries)
-    futures = client.admin.delete_acls(filters, request_timeout=conn.timeout)
+    futures = admin.delete_acls(filters, request_timeout=conn.timeout)
     removed: list[AclBinding] = []
     for future in futures.values():
         removed += conn.result(future, "cannot remove ACLs")
@@ -300,8 +297,7 @@ def remove(conn: Connection, topics: tuple[str, ...], groups: tuple[str, ...], c
 @_resource_options
 def list_acls(conn: Connection, topics: tuple[str, ...], groups: tuple[str, ...],
               cluster: bool, transactional_ids: tuple[str, ...], pattern: str,
-              principals: tuple[str, ...], command_config: Path | None,
-              settings: tuple[str, ...]) -> None:
+              principals: tuple[str, ...]) -> None:
     """List ACLs: all of them, or those of the resources given."""
     resources: list[tuple[ResourceType, str | None]] = list(
         _resources(topics, groups, cluster, transactional_ids))
@@ -309,12 +305,12 @@ def list_acls(conn: Connection, topics: tuple[str, ...], groups: tuple[str, ...]
     if not resources:
         resources = [(ResourceType.ANY, None)]
         pattern_type = ResourcePatternType.ANY
-    client = secured_admin(conn, command_config, settings)
+    admin = conn.admin()
     found: list[AclBinding] = []
     for principal in principals or (None,):
         for rtype, name in resources:
             acl_filter = _filter(rtype, name, pattern_type, principal, None,
                                  AclOperation.ANY, AclPermissionType.ANY)
-            future = client.admin.describe_acls(acl_filter, request_timeout=conn.timeout)
+            future = admin.describe_acls(acl_filter, request_timeout=conn.timeout)
             found += conn.result(future, "cannot list ACLs")
     _print_by_resource(found, "Current ACLs for resource")

@@ -1,28 +1,26 @@
-"""An AdminClient for commands that may talk to a secured broker (``moldau user``,
-``moldau acl``; ``moldau quota`` uses the same settings for its raw requests):
+"""Client settings for commands that may talk to a secured broker (``moldau acl``, ``user``,
+``quota``, ``transaction``, ``cluster reassign|log-dirs|elect-leaders``):
 ``--command-config FILE`` reads client settings (librdkafka keys such as
 ``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
-``ssl.ca.location``) from a properties file, ``-X KEY=VALUE`` sets one."""
+``ssl.ca.location``) from a properties file, ``-X KEY=VALUE`` sets one. The command's
+connection carries them: its admin client uses them, and so do the CLI's raw requests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
-from confluent_kafka.admin import AdminClient
 
 from ..config.properties import load_properties
 from .assignments import parse_assignments
 from .connection import Connection, connection_options
 from .errors import CliError
 
-
-@dataclass(frozen=True)
-class SecuredAdmin:
-    conn: Connection
-    admin: AdminClient
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def client_settings(command_config: Path | None, settings: tuple[str, ...]) -> dict[str, Any]:
@@ -37,19 +35,23 @@ def client_settings(command_config: Path | None, settings: tuple[str, ...]) -> d
     return extra
 
 
-def secured_admin(conn: Connection, command_config: Path | None, settings: tuple[str, ...]
-                  ) -> SecuredAdmin:
-    extra = client_settings(command_config, settings)
-    conn.check_reachable()
-    try:
-        return SecuredAdmin(conn, AdminClient(conn.client_config(**extra)))
-    except Exception as exc:  # librdkafka refuses unknown or bad settings here
-        raise CliError(f"invalid client setting: {exc}") from None
+def secured(conn: Connection, command_config: Path | None,
+            settings: tuple[str, ...]) -> Connection:
+    """``conn`` with the client settings of ``--command-config`` and ``-X``."""
+    return dataclasses.replace(conn, settings=client_settings(command_config, settings))
 
 
-def secured_admin_options(command: Any) -> Any:
-    """``--command-config``, ``-X`` and the connection options."""
-    return connection_options(client_settings_options(command))
+def secured_admin_options(command: F) -> F:
+    """``--command-config``, ``-X`` and the connection options: the command's ``conn``
+    carries those settings (``conn.admin()`` uses them, ``conn.security`` gives them to raw
+    requests)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, conn: Connection, command_config: Path | None,
+                settings: tuple[str, ...], **kwargs: Any) -> Any:
+        return command(*args, conn=secured(conn, command_config, settings), **kwargs)
+
+    return connection_options(client_settings_options(wrapper))
 
 
 def client_settings_options(command: Any) -> Any:

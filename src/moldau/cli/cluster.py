@@ -23,8 +23,9 @@ import click
 
 from . import elect_leaders, log_dirs
 from . import reassign as reassign_tool
+from .admin_client import secured_admin_options
 from .cluster_status import gather, print_status
-from .connection import Connection, connection_options
+from .connection import Connection
 from .errors import CliError
 
 DEFAULT_DIR = "./moldau-cluster"
@@ -133,7 +134,7 @@ def up(brokers: int, directory: Path, base_port: int, zookeeper_port: int,
 @cluster_group.command("status")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="A table, or one JSON document.")
-@connection_options
+@secured_admin_options
 def status(conn: Connection, fmt: str) -> None:
     """Brokers, controller, under-replicated and offline partitions of a cluster."""
     result = gather(conn)
@@ -153,7 +154,7 @@ def status(conn: Connection, fmt: str) -> None:
               help="preferred: leadership back to the first replica of each partition; "
                    "unclean: a leader for partitions without one, even out of sync "
                    "(may lose records).")
-@connection_options
+@secured_admin_options
 def elect_leaders_command(conn: Connection, topic: str | None, partition: int | None,
                           election_type: str) -> None:
     """Ask the controller to elect leaders (Kafka's kafka-leader-election)."""
@@ -164,7 +165,7 @@ def elect_leaders_command(conn: Connection, topic: str | None, partition: int | 
 
 @cluster_group.command("reassign")
 @reassign_tool.options
-@connection_options
+@secured_admin_options
 def reassign(conn: Connection, topic: str | None, partition: int | None,
              replicas: str | None, plan: Path | None, listing: bool, cancel: bool,
              verify: bool, throttle: int | None) -> None:
@@ -189,7 +190,7 @@ def reassign(conn: Connection, topic: str | None, partition: int | None,
 @click.option("--partition", type=click.IntRange(min=0), help="With --move: the partition.")
 @click.option("--dir", "path", metavar="PATH",
               help="With --move: the target, one of the broker's log.dirs (absolute).")
-@connection_options
+@secured_admin_options
 def log_dirs_command(conn: Connection, broker: int | None, topic: str | None, moving: bool,
                      partition: int | None, path: str | None) -> None:
     """Show each broker's log dirs and replicas, or move a replica between them.

@@ -15,14 +15,16 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 
 import click
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from .client_security import ClientSecurity
 from .errors import CliError, as_cli_error
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -47,10 +49,19 @@ def _client_logger() -> logging.Logger:
 
 @dataclass(frozen=True)
 class Connection:
-    """Where the broker is and how long we are willing to wait for it."""
+    """Where the broker is, how long we are willing to wait for it, and the client settings
+    (TLS, SASL) of ``--command-config``/``-X`` for commands that take them."""
 
     bootstrap: str
     timeout: float
+    #: librdkafka client settings, given to every client made here.
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def security(self) -> ClientSecurity | None:
+        """The TLS and SASL the settings ask for, for the CLI's own raw requests; worked out
+        only when one is sent (librdkafka's clients can do more, GSSAPI for one)."""
+        return ClientSecurity.from_settings(self.settings)
 
     @property
     def timeout_ms(self) -> int:
@@ -64,6 +75,7 @@ class Connection:
             "socket.connection.setup.timeout.ms": self.timeout_ms,
             "client.id": "moldau-cli",
         }
+        config.update(self.settings)
         config.update(extra)
         return config
 
@@ -97,7 +109,10 @@ class Connection:
     def admin(self) -> AdminClient:
         """An AdminClient, after checking that somebody is listening."""
         self.check_reachable()
-        return AdminClient(self.client_config())
+        try:
+            return AdminClient(self.client_config())
+        except Exception as exc:  # librdkafka refuses unknown or bad settings here
+            raise CliError(f"invalid client setting: {exc}") from None
 
     def result(self, future: concurrent.futures.Future[T], context: str) -> T:
         """Wait for an admin future, turning client errors into a CliError with ``context``."""

@@ -12,7 +12,6 @@ PLAIN or SCRAM (:mod:`.client_security`).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -22,8 +21,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import f64, i8
 
 from . import raw_requests
-from .admin_client import client_settings, secured_admin_options
-from .client_security import ClientSecurity
+from .admin_client import secured_admin_options
 from .connection import Connection
 from .errors import CliError
 
@@ -87,9 +85,8 @@ def _parse_add(items: tuple[str, ...]) -> dict[str, float]:
     return values
 
 
-def _request(conn: Connection, obj: Any, command_config: Path | None,
-             settings: tuple[str, ...]) -> Any:
-    security = ClientSecurity.from_settings(client_settings(command_config, settings))
+def _request(conn: Connection, obj: Any) -> Any:
+    security = conn.security
     conn.check_reachable()
     address = conn.addresses()[0]
     try:
@@ -116,8 +113,7 @@ def quota_group() -> None:
 @secured_admin_options
 def set_quota(conn: Connection, user: str | None, user_default: bool, client_id: str | None,
               client_id_default: bool, add_config: tuple[str, ...],
-              delete_config: tuple[str, ...], validate_only: bool,
-              command_config: Path | None, settings: tuple[str, ...]) -> None:
+              delete_config: tuple[str, ...], validate_only: bool) -> None:
     """Set or remove quotas of one entity."""
     parts = _parts(user, user_default, client_id, client_id_default)
     if not parts:
@@ -138,7 +134,7 @@ def set_quota(conn: Connection, user: str | None, user_default: bool, client_id:
                    for kind, name in parts)
     response = _request(conn, alter.AlterClientQuotasRequest(
         entries=(alter.request.EntryData(entity=entity, ops=ops),),
-        validate_only=validate_only), command_config, settings)
+        validate_only=validate_only))
     entry = response.entries[0]
     if entry.error_code != ErrorCode.none:
         raise CliError(f"cannot set quotas of {_entity_text(parts)}: "
@@ -152,8 +148,7 @@ def set_quota(conn: Connection, user: str | None, user_default: bool, client_id:
 @_entity_options
 @secured_admin_options
 def describe_quotas(conn: Connection, user: str | None, user_default: bool,
-                    client_id: str | None, client_id_default: bool,
-                    command_config: Path | None, settings: tuple[str, ...]) -> None:
+                    client_id: str | None, client_id_default: bool) -> None:
     """Show quotas: of one entity, or of every entity when none is named."""
     parts = _parts(user, user_default, client_id, client_id_default)
     components = tuple(
@@ -162,7 +157,7 @@ def describe_quotas(conn: Connection, user: str | None, user_default: bool,
                                        match=name)
         for kind, name in parts)
     response = _request(conn, describe.DescribeClientQuotasRequest(
-        components=components, strict=bool(parts)), command_config, settings)
+        components=components, strict=bool(parts)))
     if response.error_code != ErrorCode.none:
         raise CliError(f"cannot describe quotas: {response.error_message or ''} "
                        f"({response.error_code.name.upper()})")

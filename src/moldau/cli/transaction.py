@@ -19,6 +19,10 @@ metadata:
   leader closes the transaction, as an aborting coordinator would. The producer can be named
   directly instead (``--producer-id``, ``--producer-epoch``, ``--coordinator-epoch``).
 
+On TLS or SASL listeners every command takes ``--command-config FILE`` and ``-X KEY=VALUE``
+(librdkafka keys, as ``moldau acl``): the metadata comes through confluent-kafka with them,
+the raw requests authenticate themselves (:mod:`.client_security`).
+
 Every failure is one line: which broker refused which request, with Kafka's error name.
 """
 
@@ -47,7 +51,9 @@ from kio.static.primitive import i64
 
 from ..protocol.codec import build
 from . import raw_requests
-from .connection import Connection, connection_options
+from .admin_client import secured_admin_options
+from .client_security import ClientSecurity
+from .connection import Connection
 from .errors import CliError, as_cli_error
 from .output import print_line, print_table, stdout_console, table
 
@@ -88,11 +94,14 @@ STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
 
 @dataclass(frozen=True)
 class Brokers:
-    """Where each broker listens and who leads each partition (from Metadata)."""
+    """Where each broker listens and who leads each partition (from Metadata), and how to
+    send them requests (time limit, TLS and SASL of ``--command-config``/``-X``)."""
 
     addresses: dict[int, tuple[str, int]]
     leaders: dict[tuple[str, int], int]
     topics: dict[str, int]  # partition counts
+    timeout: float
+    security: ClientSecurity | None
 
     def address(self, broker_id: int) -> tuple[str, int]:
         try:
@@ -113,6 +122,7 @@ class Brokers:
 
 
 def _brokers(conn: Connection) -> Brokers:
+    security = conn.security
     admin = conn.admin()
     try:
         metadata = admin.list_topics(timeout=conn.timeout)
@@ -122,14 +132,18 @@ def _brokers(conn: Connection) -> Brokers:
     leaders = {(name, p.id): p.leader for name, t in metadata.topics.items()
                for p in t.partitions.values()}
     topics = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
-    return Brokers(addresses, leaders, topics)
+    return Brokers(addresses, leaders, topics, conn.timeout, security)
 
 
-def _send(conn: Connection, brokers: Brokers, broker_id: int, obj: Any, what: str,
+def _send(brokers: Brokers, broker_id: int, obj: Any, what: str,
           response_cls: type | None = None) -> Any:
     host, port = brokers.address(broker_id)
     try:
-        return raw_requests.request((host, port), obj, conn.timeout, response_cls)
+        return raw_requests.request((host, port), obj, brokers.timeout, response_cls,
+                                    security=brokers.security)
+    except raw_requests.SaslRefused as exc:
+        raise CliError(f"{what}: broker {broker_id} at {host}:{port} refused us: {exc}"
+                       ) from None
     except OSError as exc:
         raise CliError(f"{what}: cannot reach broker {broker_id} at {host}:{port}: "
                        f"{exc.strerror or exc}") from None
@@ -157,7 +171,7 @@ def transaction_group() -> None:
               help="Only transactions in this state (repeatable).")
 @click.option("--producer-id", "producer_ids", multiple=True, type=click.IntRange(min=0),
               help="Only this producer id (repeatable).")
-@connection_options
+@secured_admin_options
 def list_transactions(conn: Connection, states: tuple[str, ...],
                       producer_ids: tuple[int, ...]) -> None:
     """List the transactional ids every coordinator knows, with their state."""
@@ -167,7 +181,7 @@ def list_transactions(conn: Connection, states: tuple[str, ...],
     rows = table("TransactionalId", "Coordinator", "ProducerId", "State")
     found = []
     for broker_id in sorted(brokers.addresses):
-        response = _send(conn, brokers, broker_id, request, "cannot list transactions")
+        response = _send(brokers, broker_id, request, "cannot list transactions")
         if response.error_code is not ErrorCode.none:
             raise _refused("cannot list transactions", broker_id, response.error_code)
         for t in response.transaction_states:
@@ -184,12 +198,15 @@ def list_transactions(conn: Connection, states: tuple[str, ...],
 # -- describe -----------------------------------------------------------------------------------
 
 
-def _coordinator(conn: Connection, brokers: Brokers, transactional_id: str) -> int:
+def _coordinator(brokers: Brokers, transactional_id: str) -> int:
     request = build(FindCoordinatorRequest, key=transactional_id, key_type=TRANSACTION_KEY)
     what = f"cannot find the coordinator of {transactional_id!r}"
     for broker_id in sorted(brokers.addresses):
         try:
-            response = raw_requests.request(brokers.address(broker_id), request, conn.timeout)
+            response = raw_requests.request(brokers.address(broker_id), request,
+                                            brokers.timeout, security=brokers.security)
+        except raw_requests.SaslRefused as exc:
+            raise CliError(f"{what}: broker {broker_id} refused us: {exc}") from None
         except OSError:
             continue  # any broker answers FindCoordinator
         if response.error_code is not ErrorCode.none:
@@ -198,8 +215,7 @@ def _coordinator(conn: Connection, brokers: Brokers, transactional_id: str) -> i
     raise CliError(f"{what}: no broker answered")
 
 
-def _describe_producers(conn: Connection, brokers: Brokers,
-                        partitions: list[tuple[str, int]]
+def _describe_producers(brokers: Brokers, partitions: list[tuple[str, int]]
                         ) -> dict[tuple[str, int], tuple[int, Any]]:
     """(leader, DescribeProducers partition answer) of each partition, asked at its leader."""
     by_leader: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
@@ -209,7 +225,7 @@ def _describe_producers(conn: Connection, brokers: Brokers,
     for leader, topics in by_leader.items():
         request = build(DescribeProducersRequest, topics=tuple(
             build(TopicRequest, name=t, partition_indexes=tuple(ps)) for t, ps in topics.items()))
-        response = _send(conn, brokers, leader, request, "cannot describe producers")
+        response = _send(brokers, leader, request, "cannot describe producers")
         for t in response.topics:
             for p in t.partitions:
                 answers[(t.name, p.partition_index)] = (leader, p)
@@ -225,13 +241,13 @@ def _time(ms: int) -> str:
 
 @transaction_group.command("describe")
 @click.argument("transactional_id")
-@connection_options
+@secured_admin_options
 def describe(conn: Connection, transactional_id: str) -> None:
     """Show a transaction's state, producer and partitions, and where it is open on each."""
     brokers = _brokers(conn)
-    coordinator = _coordinator(conn, brokers, transactional_id)
+    coordinator = _coordinator(brokers, transactional_id)
     what = f"cannot describe {transactional_id!r}"
-    response = _send(conn, brokers, coordinator,
+    response = _send(brokers, coordinator,
                      build(DescribeTransactionsRequest, transactional_ids=(transactional_id,)),
                      what, DescribeTransactionsResponse)
     (state,) = response.transaction_states
@@ -253,7 +269,7 @@ def describe(conn: Connection, transactional_id: str) -> None:
         return
     rows = table("Topic", "Partition", "Leader", "OpenAtOffset")
     known = {p for p in partitions if p[0] in brokers.topics}
-    producers = _describe_producers(conn, brokers, sorted(known)) if known else {}
+    producers = _describe_producers(brokers, sorted(known)) if known else {}
     for topic, partition in partitions:
         leader, answer = producers.get((topic, partition), (-1, None))
         if answer is None:
@@ -271,10 +287,9 @@ def describe(conn: Connection, transactional_id: str) -> None:
 # -- abort --------------------------------------------------------------------------------------
 
 
-def _producer_at(conn: Connection, brokers: Brokers, topic: str, partition: int,
-                 start_offset: int) -> Any:
+def _producer_at(brokers: Brokers, topic: str, partition: int, start_offset: int) -> Any:
     """The active producer whose transaction on the partition starts at ``start_offset``."""
-    ((leader, answer),) = _describe_producers(conn, brokers, [(topic, partition)]).values()
+    ((leader, answer),) = _describe_producers(brokers, [(topic, partition)]).values()
     if answer.error_code is not ErrorCode.none:
         raise _refused(f"cannot describe the producers of {topic}-{partition}", leader,
                        answer.error_code, answer.error_message)
@@ -300,7 +315,7 @@ def _producer_at(conn: Connection, brokers: Brokers, topic: str, partition: int,
               help="With --producer-id.")
 @click.option("--coordinator-epoch", type=click.IntRange(min=0),
               help="With --producer-id.")
-@connection_options
+@secured_admin_options
 def abort(conn: Connection, topic: str, partition: int, start_offset: int | None,
           producer_id: int | None, producer_epoch: int | None,
           coordinator_epoch: int | None) -> None:
@@ -315,7 +330,7 @@ def abort(conn: Connection, topic: str, partition: int, start_offset: int | None
     brokers = _brokers(conn)
     leader = brokers.leader(topic, partition)
     if start_offset is not None:
-        producer = _producer_at(conn, brokers, topic, partition, start_offset)
+        producer = _producer_at(brokers, topic, partition, start_offset)
         producer_id, producer_epoch = producer.producer_id, producer.producer_epoch
         # A producer whose transaction was never ended has no coordinator epoch (-1); Kafka's
         # tool sends 0 then.
@@ -327,7 +342,7 @@ def abort(conn: Connection, topic: str, partition: int, start_offset: int | None
         transaction_result=False, coordinator_epoch=coordinator_epoch,
         topics=(build(WritableTxnMarkerTopic, name=topic, partition_indexes=(partition,)),)),))
     what = f"cannot abort the transaction of producer {producer_id} in {topic}-{partition}"
-    response = _send(conn, brokers, leader, request, what)
+    response = _send(brokers, leader, request, what)
     codes = [p.error_code for m in response.markers for t in m.topics for p in t.partitions]
     if codes != [ErrorCode.none]:
         raise _refused(what, leader, codes[0] if codes else ErrorCode.unknown_server_error)

@@ -9,8 +9,6 @@ A broker that only has SASL listeners needs the CLI to authenticate as well (see
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from confluent_kafka.admin import (
     ScramCredentialInfo,
@@ -20,7 +18,6 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from .admin_client import secured_admin as _client
 from .admin_client import secured_admin_options as _client_options
 from .connection import Connection
 from .errors import CliError
@@ -49,19 +46,18 @@ def user_group() -> None:
                    "exist before the brokers start, such as the inter-broker user.")
 @_client_options
 def add(conn: Connection, name: str, password: str, mechanisms: tuple[str, ...],
-        iterations: int, zookeeper: str | None, command_config: Path | None,
-        settings: tuple[str, ...]) -> None:
+        iterations: int, zookeeper: str | None) -> None:
     """Create user NAME, or set a new password."""
     chosen = mechanisms or tuple(_MECHANISMS)
     if zookeeper is not None:
         _add_in_zookeeper(zookeeper, name, password, chosen, iterations, conn.timeout)
         return
-    client = _client(conn, command_config, settings)
+    admin = conn.admin()
     upserts: list[UserScramCredentialAlteration] = [
         UserScramCredentialUpsertion(name, ScramCredentialInfo(_MECHANISMS[m], iterations),
                                      password.encode())
         for m in chosen]
-    futures = client.admin.alter_user_scram_credentials(upserts,
+    futures = admin.alter_user_scram_credentials(upserts,
                                                        request_timeout=conn.timeout)
     conn.result(futures[name], f"cannot set credentials of user {name!r}")
     click.echo(f"User {name}: {', '.join(chosen)} credentials set ({iterations} iterations)")
@@ -86,19 +82,18 @@ def _add_in_zookeeper(connect: str, name: str, password: str, mechanisms: tuple[
 @click.option("--mechanism", "mechanisms", multiple=True, type=click.Choice(list(_MECHANISMS)),
               help="Only these mechanisms' credentials (default: all the user has).")
 @_client_options
-def delete(conn: Connection, name: str, mechanisms: tuple[str, ...],
-           command_config: Path | None, settings: tuple[str, ...]) -> None:
+def delete(conn: Connection, name: str, mechanisms: tuple[str, ...]) -> None:
     """Delete user NAME's credentials."""
-    client = _client(conn, command_config, settings)
+    admin = conn.admin()
     if not mechanisms:
-        described = client.admin.describe_user_scram_credentials(
+        described = admin.describe_user_scram_credentials(
             [name], request_timeout=conn.timeout)
         assert isinstance(described, dict)  # one future per named user
         info = conn.result(described[name], f"cannot delete user {name!r}")
         mechanisms = tuple(_NAMES[i.mechanism] for i in info.scram_credential_infos)
     deletions: list[UserScramCredentialAlteration] = [
         UserScramCredentialDeletion(name, _MECHANISMS[m]) for m in mechanisms]
-    futures = client.admin.alter_user_scram_credentials(deletions,
+    futures = admin.alter_user_scram_credentials(deletions,
                                                        request_timeout=conn.timeout)
     conn.result(futures[name], f"cannot delete user {name!r}")
     click.echo(f"User {name}: {', '.join(mechanisms)} credentials deleted")
@@ -106,11 +101,10 @@ def delete(conn: Connection, name: str, mechanisms: tuple[str, ...],
 
 @user_group.command("list")
 @_client_options
-def list_users(conn: Connection, command_config: Path | None,
-               settings: tuple[str, ...]) -> None:
+def list_users(conn: Connection) -> None:
     """List the users with SCRAM credentials, their mechanisms and iterations."""
-    client = _client(conn, command_config, settings)
-    future = client.admin.describe_user_scram_credentials(request_timeout=conn.timeout)
+    admin = conn.admin()
+    future = admin.describe_user_scram_credentials(request_timeout=conn.timeout)
     assert not isinstance(future, dict)  # all users: a single future
     users = conn.result(future, "cannot list users")
     for name in sorted(users):
