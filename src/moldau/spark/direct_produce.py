@@ -18,7 +18,6 @@ key or partition column go to a random partition.
 from __future__ import annotations
 
 import datetime
-import io
 import socket
 import struct
 import time
@@ -39,9 +38,10 @@ from kio.schema.produce.v9.request import (
     TopicProduceData,
 )
 from kio.schema.types import TopicName
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
+from ..protocol.codec import encode_request, response_body_offset
 from .record_batches import record_batch
 
 # The client settings this path honours; any other ``kafka.*`` option (security, a
@@ -49,7 +49,6 @@ from .record_batches import record_batch
 SUPPORTED_CONFIG = {"bootstrap.servers", "client.id", "batch.size", "request.timeout.ms"}
 DEFAULT_BATCH_BYTES = 1_000_000
 _SIZE = struct.Struct(">i")
-_HEADER = struct.Struct(">hhih")
 _RETRY_PAUSE_S = 0.1
 
 
@@ -67,6 +66,11 @@ def supports(config: Mapping[str, str]) -> bool:
     return protocol == "plaintext" and set(config) - {"security.protocol"} <= SUPPORTED_CONFIG
 
 
+#: What reading a request's answer needs: the response class, the correlation id, and where
+#: the body starts in the frame.
+_Expected = tuple[type, int, int]
+
+
 class _Connection:
     """One socket to one broker; requests go one at a time (the caller waits for each)."""
 
@@ -77,20 +81,16 @@ class _Connection:
         self.client_id = client_id
         self.correlation = 0
 
-    def send(self, obj: Any) -> tuple[type, int]:
+    def send(self, obj: Any) -> _Expected:
         """Write one request; returns what :meth:`receive` needs to read its answer."""
         cls = type(obj)
-        api_key, version = int(cls.__api_key__), int(cls.__version__)
-        body = io.BytesIO()
-        entity_writer(cls)(body, obj)
         self.correlation += 1
-        head = _HEADER.pack(api_key, version, self.correlation, len(self.client_id))
-        payload = head + self.client_id + b"\x00" + body.getbuffer()
-        self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-        return load_response_schema(api_key, version), self.correlation
+        self.sock.sendall(encode_request(obj, self.correlation, self.client_id))
+        return (load_response_schema(int(cls.__api_key__), int(cls.__version__)),
+                self.correlation, response_body_offset(cls))
 
-    def receive(self, expected: tuple[type, int]) -> Any:
-        response_cls, correlation = expected
+    def receive(self, expected: _Expected) -> Any:
+        response_cls, correlation, body_offset = expected
         size_bytes = self.reader.read(4)
         if len(size_bytes) != 4:
             raise OSError("connection closed before an answer")
@@ -100,7 +100,7 @@ class _Connection:
             raise OSError(f"connection closed after {len(frame)} of {size} bytes")
         if _SIZE.unpack_from(frame, 0)[0] != correlation:
             raise OSError("answer to another request")
-        value: Any = entity_reader(response_cls)(frame, 5)[0]
+        value: Any = entity_reader(response_cls)(frame, body_offset)[0]
         return value
 
     def request(self, obj: Any) -> Any:
@@ -134,7 +134,7 @@ class DirectProducer:
         self.next_sequence: dict[tuple[str, int], int] = {}
         self.queue: list[Chunk] = []
         # (leader, what to read, its batches, or why it could not be sent)
-        self.in_flight: list[tuple[int, tuple[type, int] | None, list[Chunk], str]] = []
+        self.in_flight: list[tuple[int, _Expected | None, list[Chunk], str]] = []
         self.stalled_since = time.monotonic()
         self.producer_id, self.producer_epoch = self._init_producer_id()
         self.acked = 0

@@ -12,7 +12,6 @@ and retries until the task's deadline. Plaintext connections only: with any othe
 from __future__ import annotations
 
 import datetime
-import io
 import socket
 import struct
 import time
@@ -27,12 +26,12 @@ from kio.schema.list_offsets.v7 import response as offsets_resp
 from kio.schema.metadata.v12 import request as meta_req
 from kio.schema.metadata.v12 import response as meta_resp
 from kio.schema.types import BrokerId, TopicName
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from ..protocol.codec import encode_request, response_body_offset
 from .columnar import AbortedTransaction
 
-_HEADER = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _CLIENT_ID = b"moldau-spark"
 #: Errors after which the leader may have moved: refresh the metadata and retry.
@@ -83,20 +82,15 @@ class _Connection:
         self.correlation = 0
 
     def request(self, obj: Any, response_cls: type) -> Any:
-        cls = type(obj)
         self.correlation += 1
-        body = io.BytesIO()
-        entity_writer(cls)(body, obj)
-        payload = (_HEADER.pack(int(cls.__api_key__), int(cls.__version__), self.correlation,
-                                len(_CLIENT_ID)) + _CLIENT_ID + b"\x00" + body.getvalue())
-        self.sock.sendall(_SIZE.pack(len(payload)) + payload)
+        self.sock.sendall(encode_request(obj, self.correlation, _CLIENT_ID))
         (size,) = _SIZE.unpack(self._read(_SIZE.size))
         frame = self._read(size)
         (correlation,) = struct.unpack_from(">i", frame)
         if correlation != self.correlation:
             raise OSError(f"answer to request {correlation}, expected {self.correlation}")
         value: Any
-        value, _ = entity_reader(response_cls)(frame, 5)  # header v1: id, no tagged fields
+        value, _ = entity_reader(response_cls)(frame, response_body_offset(type(obj)))
         return value
 
     def _read(self, size: int) -> bytes:
