@@ -75,9 +75,6 @@ class FetchSession:
         self._partitions: dict[tuple[Any, int], tuple[SessionTopic, SessionPartition]] = {}
         self._topics: dict[Any, SessionTopic] = {}
 
-    def __len__(self) -> int:
-        return len(self._partitions)
-
     def apply(self, request: Any) -> None:
         """Add or update the request's partitions, drop its forgotten ones."""
         for forgotten in getattr(request, "forgotten_topics_data", ()) or ():

@@ -24,8 +24,7 @@ from ..protocol.codec import build
 from .connection import Connection
 from .errors import CliError
 from .output import print_line, print_table, stdout_console, table
-from .raw_requests import SaslRefused
-from .raw_requests import request as raw_request
+from .raw_requests import ask
 
 Address = tuple[str, int]
 
@@ -38,14 +37,7 @@ def brokers(conn: Connection, admin: Any) -> dict[int, Address]:
 
 
 def _send(conn: Connection, node: int, address: Address, request: Any) -> Any:
-    try:
-        return raw_request(address, request, conn.timeout, security=conn.security)
-    except SaslRefused as exc:
-        raise CliError(f"broker {node} at {address[0]}:{address[1]} refused us: {exc}"
-                       ) from None
-    except OSError as exc:
-        raise CliError(f"cannot reach broker {node} at {address[0]}:{address[1]}: "
-                       f"{exc.strerror or exc}") from None
+    return ask(conn, address, request, f"broker {node}")
 
 
 def _pick(found: dict[int, Address], broker: int | None) -> dict[int, Address]:

@@ -86,16 +86,9 @@ def _parse_add(items: tuple[str, ...]) -> dict[str, float]:
 
 
 def _request(conn: Connection, obj: Any) -> Any:
-    security = conn.security
+    _ = conn.security  # bad TLS/SASL settings: one line before any connection is tried
     conn.check_reachable()
-    address = conn.addresses()[0]
-    try:
-        return raw_requests.request(address, obj, conn.timeout, security=security)
-    except raw_requests.SaslRefused as exc:
-        raise CliError(f"the broker at {address[0]}:{address[1]} refused us: {exc}") from None
-    except OSError as exc:
-        raise CliError(f"cannot reach the broker at {address[0]}:{address[1]}: "
-                       f"{exc.strerror or exc}") from None
+    return raw_requests.ask(conn, conn.addresses()[0], obj, "the broker")
 
 
 @click.group("quota")

@@ -22,6 +22,8 @@ from ..broker.sasl_client import SaslClientExchange
 from ..broker.scram import ScramError
 from ..protocol.codec import encode_request, response_body_offset
 from .client_security import ClientSecurity
+from .connection import Connection
+from .errors import CliError
 
 _SIZE = struct.Struct(">i")
 _CLIENT_ID = b"moldau-cli"
@@ -45,6 +47,20 @@ def request(address: tuple[str, int], obj: Any, timeout: float,
             return _exchange(sock, reader, obj, 2, response_cls)
     finally:
         sock.close()
+
+
+def ask(conn: Connection, address: tuple[str, int], obj: Any, who: str,
+        what: str | None = None, response_cls: type | None = None) -> Any:
+    """:func:`request` with the connection's time limit and TLS/SASL settings; a refusal or
+    a failed connection is one CLI line naming ``who`` was asked (after ``what`` failed)."""
+    where = f"{who} at {address[0]}:{address[1]}"
+    prefix = f"{what}: " if what else ""
+    try:
+        return request(address, obj, conn.timeout, response_cls, security=conn.security)
+    except SaslRefused as exc:
+        raise CliError(f"{prefix}{where} refused us: {exc}") from None
+    except OSError as exc:
+        raise CliError(f"{prefix}cannot reach {where}: {exc.strerror or exc}") from None
 
 
 class SaslRefused(ConnectionError):

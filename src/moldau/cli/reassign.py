@@ -135,15 +135,7 @@ def _to_controller(conn: Connection, admin: Any, obj: Any) -> Any:
     """Send to the controller; once more if it moved meanwhile (NOT_CONTROLLER)."""
     for attempt in range(2):
         address = _controller(conn, admin)
-        try:
-            response = raw_requests.request(address, obj, conn.timeout,
-                                            security=conn.security)
-        except raw_requests.SaslRefused as exc:
-            raise CliError(f"the controller at {address[0]}:{address[1]} refused us: {exc}"
-                           ) from None
-        except OSError as exc:
-            raise CliError(f"cannot reach the controller at {address[0]}:{address[1]}: "
-                           f"{exc.strerror or exc}") from None
+        response = raw_requests.ask(conn, address, obj, "the controller")
         if response.error_code != ErrorCode.not_controller or attempt:
             break
     if response.error_code != ErrorCode.none:

@@ -52,7 +52,6 @@ from kio.static.primitive import i64
 from ..protocol.codec import build
 from . import raw_requests
 from .admin_client import secured_admin_options
-from .client_security import ClientSecurity
 from .connection import Connection
 from .errors import CliError, as_cli_error
 from .output import print_line, print_table, stdout_console, table
@@ -94,14 +93,13 @@ STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
 
 @dataclass(frozen=True)
 class Brokers:
-    """Where each broker listens and who leads each partition (from Metadata), and how to
-    send them requests (time limit, TLS and SASL of ``--command-config``/``-X``)."""
+    """Where each broker listens and who leads each partition (from Metadata), and the
+    connection settings to send them requests with."""
 
     addresses: dict[int, tuple[str, int]]
     leaders: dict[tuple[str, int], int]
     topics: dict[str, int]  # partition counts
-    timeout: float
-    security: ClientSecurity | None
+    conn: Connection
 
     def address(self, broker_id: int) -> tuple[str, int]:
         try:
@@ -122,7 +120,7 @@ class Brokers:
 
 
 def _brokers(conn: Connection) -> Brokers:
-    security = conn.security
+    _ = conn.security  # bad TLS/SASL settings: one line before any connection is tried
     admin = conn.admin()
     try:
         metadata = admin.list_topics(timeout=conn.timeout)
@@ -132,21 +130,13 @@ def _brokers(conn: Connection) -> Brokers:
     leaders = {(name, p.id): p.leader for name, t in metadata.topics.items()
                for p in t.partitions.values()}
     topics = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
-    return Brokers(addresses, leaders, topics, conn.timeout, security)
+    return Brokers(addresses, leaders, topics, conn)
 
 
 def _send(brokers: Brokers, broker_id: int, obj: Any, what: str,
           response_cls: type | None = None) -> Any:
-    host, port = brokers.address(broker_id)
-    try:
-        return raw_requests.request((host, port), obj, brokers.timeout, response_cls,
-                                    security=brokers.security)
-    except raw_requests.SaslRefused as exc:
-        raise CliError(f"{what}: broker {broker_id} at {host}:{port} refused us: {exc}"
-                       ) from None
-    except OSError as exc:
-        raise CliError(f"{what}: cannot reach broker {broker_id} at {host}:{port}: "
-                       f"{exc.strerror or exc}") from None
+    return raw_requests.ask(brokers.conn, brokers.address(broker_id), obj, f"broker {broker_id}",
+                            what, response_cls)
 
 
 def _code(code: ErrorCode) -> str:
@@ -204,7 +194,8 @@ def _coordinator(brokers: Brokers, transactional_id: str) -> int:
     for broker_id in sorted(brokers.addresses):
         try:
             response = raw_requests.request(brokers.address(broker_id), request,
-                                            brokers.timeout, security=brokers.security)
+                                            brokers.conn.timeout,
+                                            security=brokers.conn.security)
         except raw_requests.SaslRefused as exc:
             raise CliError(f"{what}: broker {broker_id} refused us: {exc}") from None
         except OSError:

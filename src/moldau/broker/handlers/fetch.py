@@ -103,11 +103,11 @@ def _denied(ctx: RequestContext, request: Any, follower: int) -> frozenset[str]:
                      and not authz.allowed(ctx, authz.Op.READ, authz.TOPIC, name))
 
 
-async def _read_all(broker: Broker, request: Any, follower: int = -1,
-                    denied: frozenset[str] = frozenset(), cap: int | None = None,
-                    topics: Any = None) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
-    """Read every requested partition (or every one of ``topics``, a fetch session's) within
-    the request's byte limits (KIP-74 rules).
+async def _read_all(broker: Broker, request: Any, topics: Any, follower: int = -1,
+                    denied: frozenset[str] = frozenset(), cap: int | None = None
+                    ) -> tuple[list[tuple[Any, list[_PartitionRead]]], int]:
+    """Read every partition of ``topics`` (the request's, or its fetch session's) within the
+    request's byte limits (KIP-74 rules).
 
     A follower (``follower`` >= 0, a broker of the cluster) reads up to the log end, not
     the high watermark, and its fetch offset is its log end offset: the leader records it,
@@ -122,7 +122,7 @@ async def _read_all(broker: Broker, request: Any, follower: int = -1,
     quota = broker.replicas.throttles.leader
     throttling = follower >= 0 and quota.active
     committed = follower < 0 and getattr(request, "isolation_level", 0) == 1
-    for fetch_topic in request.topics if topics is None else topics:
+    for fetch_topic in topics:
         name, topic_code = _resolve_topic(broker, fetch_topic)
         if denied and name in denied:
             topic_code = ErrorCode.topic_authorization_failed
@@ -300,12 +300,12 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         return build(m.FetchResponse, throttle_time=NO_THROTTLE, error_code=outcome.error,
                      session_id=0, responses=(), node_endpoints=())
     session = outcome.session
-    topics = session.topics() if session is not None else None
+    topics = session.topics() if session is not None else request.topics
     ctx.quota_exempt = follower >= 0
     cap = None
     if broker.client_quotas.enabled[CONSUMER_BYTE_RATE] and follower < 0:
         cap = broker.client_quotas.fetch_window_bytes(*client_of(ctx))
-    reads, total = await _read_all(broker, request, follower, denied, cap, topics)
+    reads, total = await _read_all(broker, request, topics, follower, denied, cap)
     max_wait_s = request.max_wait.total_seconds()
     min_bytes = max(request.min_bytes, 1)
     if total < min_bytes and max_wait_s > 0 and not _has_error(reads):
@@ -322,8 +322,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
             # between this check and the waiter's registration, so nothing slips through.
             held = {(r.topic, r.partition) for _, parts in reads for r in parts
                     if r.held and r.topic is not None}
-            if not _appended_since(broker, request.topics if topics is None else topics,
-                                   held):
+            if not _appended_since(broker, topics, held):
                 await broker.replicas.replica_fetch_purgatory.wait(keys, min_bytes - total,
                                                                    max_wait_s)
         else:
@@ -333,7 +332,7 @@ async def handle(request: Any, ctx: RequestContext) -> Any:
         ctx.waited_s = waited / 1e9
         if ctx.timing is not None:
             ctx.timing.remote_ns += waited
-        reads, total = await _read_all(broker, request, follower, denied, cap, topics)
+        reads, total = await _read_all(broker, request, topics, follower, denied, cap)
     if broker.metrics is not None:
         _count(broker.metrics, reads, follower)
     if session is None:
