@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..replica.fetcher import BrokerConnection
+from ..replica.broker_connection import BrokerConnection
 
 if TYPE_CHECKING:
     from .broker import Broker

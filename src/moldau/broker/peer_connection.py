@@ -24,7 +24,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from ..config import BrokerConfig
 from ..config.inter_broker import InterBrokerSecurity, inter_broker_security
 from ..config.tls import client_context
-from ..replica.fetcher import BrokerConnection
+from ..replica.broker_connection import BrokerConnection
 from .sasl_client import SaslClientExchange
 from .scram import ScramError
 
@@ -50,15 +50,15 @@ class PeerConnector:
         """A connection to the broker at ``address``, authenticated; raises OSError,
         TimeoutError, ssl.SSLError or PeerAuthenticationError (a ConnectionError)."""
         host, port = address
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(
-            host, port, ssl=self._tls, server_hostname=host if self._tls else None),
-            timeout_s)
-        conn = BrokerConnection(reader, writer)
+        conn = await asyncio.wait_for(BrokerConnection.open(host, port, self._tls), timeout_s)
         if self.security.mechanism is None:
             return conn
         try:
             await asyncio.wait_for(self._authenticate(conn, first=True), timeout_s)
-        except (asyncio.IncompleteReadError, ValueError) as exc:
+        except PeerAuthenticationError:
+            conn.close()
+            raise
+        except (ConnectionError, ValueError) as exc:  # the peer hung up mid-exchange
             conn.close()
             raise PeerAuthenticationError(f"SASL exchange with {host}:{port} broke off: "
                                           f"{exc}") from exc

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import itertools
 import logging
-import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -39,11 +37,10 @@ from kio.schema.offset_for_leader_epoch.v4.request import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
-from kio.serial import entity_reader
 
 from ..log.errors import LogError, StorageError
-from ..protocol.codec import build, encode_request, response_body_offset
-from ..protocol.schemas import response_schema
+from ..protocol.codec import build
+from .broker_connection import BrokerConnection, plaintext_connect
 from .errors import ReplicaError
 from .follower_session import FollowerSession, Wanted
 from .partition import Partition, Role, TopicPartition
@@ -60,55 +57,10 @@ RESPONSE_MAX_BYTES = 10 << 20
 RETRY_S = 0.5
 #: Pause after a fetch whose partitions the leader refused (epochs not agreed yet).
 ERROR_PAUSE_S = 0.1
-_SIZE = struct.Struct(">i")
-_CLIENT_ID = b"moldau-replica-fetcher"
 
 Endpoint = Callable[[int], tuple[str, int] | None]
 #: Opens an (authenticated) connection to a peer's inter-broker listener at an address.
 Connect = Callable[[tuple[str, int]], Awaitable["BrokerConnection"]]
-
-
-async def plaintext_connect(address: tuple[str, int]) -> BrokerConnection:
-    """A connection without TLS or SASL (a PLAINTEXT inter-broker listener)."""
-    reader, writer = await asyncio.open_connection(*address)
-    return BrokerConnection(reader, writer)
-
-
-class BrokerConnection:
-    """Requests to one broker over one socket, answered in order.
-
-    ``before_request``, when set, runs before each request: the inter-broker connection
-    factory uses it to re-authenticate a SASL session before the peer's
-    ``connections.max.reauth.ms`` expires it (KIP-368)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-        self._ids = itertools.count(1)
-        self.before_request: Callable[[BrokerConnection], Awaitable[None]] | None = None
-
-    async def request(self, obj: Any) -> Any:
-        if self.before_request is not None:
-            await self.before_request(self)
-        return await self.send(obj)
-
-    async def send(self, obj: Any) -> Any:
-        """One request and its answer, without the ``before_request`` hook."""
-        cls = type(obj)
-        correlation = next(self._ids)
-        self._writer.write(encode_request(obj, correlation, _CLIENT_ID))
-        await self._writer.drain()
-        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-        frame = await self._reader.readexactly(size)
-        (got,) = _SIZE.unpack_from(frame, 0)
-        if got != correlation:
-            raise ConnectionError(f"response {got} to request {correlation}")
-        schema = response_schema(int(cls.__api_key__), int(cls.__version__))
-        value, _ = entity_reader(schema)(frame, response_body_offset(cls))
-        return value
-
-    def close(self) -> None:
-        self._writer.close()
 
 
 class LeaderFetcher:
