@@ -29,11 +29,9 @@ import json
 import os
 import statistics
 import struct
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import crc32c
@@ -44,15 +42,14 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.serial import entity_reader
 from tests.unit.batchgen import Record, build_batch
 
-from moldau.cluster.local_cluster import ClusterSpec, LocalCluster
 from moldau.protocol.apis import PRODUCE
-from moldau.protocol.codec import encode_request, response_body_offset
+from moldau.protocol.codec import build, encode_request, response_body_offset
 from moldau.protocol.schemas import response_schema
 from moldau.replica.broker_connection import BrokerConnection
 
 from .broker_proc import BenchBroker
 from .machine import load_average
-from .replication import SESSION_TIMEOUT_MS, _free_ports, _topic
+from .replication import _topic, local_cluster
 
 PARTITIONS = 6
 RECORDS_PER_BATCH = 970  # 1 KiB values: just under librdkafka's default batch.size of 1 MB
@@ -85,10 +82,10 @@ def _batch_maker(idempotent: bool, producer_id: int, epoch: int) -> Callable[[in
 
 
 def _request(topic: str, partition: int, batch: bytes) -> ProduceRequest:
-    return ProduceRequest(
-        transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
-        topic_data=(TopicProduceData(name=topic, partition_data=(
-            PartitionProduceData(index=partition, records=batch),)),))
+    return build(
+        ProduceRequest, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
+        topic_data=(build(TopicProduceData, name=topic, partition_data=(
+            build(PartitionProduceData, index=partition, records=batch),)),))
 
 
 @dataclass
@@ -153,9 +150,10 @@ async def _pipelined(host: str, port: int, in_flight: int, topic: str, partition
 async def _producer_id(host: str, port: int) -> tuple[int, int]:
     conn = await BrokerConnection.open(host, port)
     try:
-        answer = await conn.request(InitProducerIdRequest(
-            transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60),
-            producer_id=-1, producer_epoch=-1))
+        answer = await conn.request(build(
+            InitProducerIdRequest, transactional_id=None,
+            transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1))
     finally:
         conn.close()
     if answer.error_code != ErrorCode.none:
@@ -168,17 +166,18 @@ def produce(bootstrap: str, topic: str, idempotent: bool, batches: int,
     """``batches`` 1 MB batches to every partition of ``topic``, each partition over its own
     connection to its leader; records/s from the first send to the last answer."""
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-    leaders = {p: metadata.brokers[m.leader] for p, m in metadata.topics[topic].partitions.items()}
+    leaders = {p: (str(metadata.brokers[m.leader].host), int(metadata.brokers[m.leader].port))
+               for p, m in metadata.topics[topic].partitions.items()}
 
     async def run() -> tuple[int, float]:
         first = next(iter(leaders.values()))
-        pid, epoch = await _producer_id(first.host, first.port) if idempotent else (-1, -1)
+        pid, epoch = await _producer_id(*first) if idempotent else (-1, -1)
         makers = {p: _batch_maker(idempotent, pid, epoch) for p in leaders}
         start = time.perf_counter()
         deadline = start + TIME_LIMIT_S
         counts = await asyncio.gather(*(
-            _pipelined(b.host, b.port, in_flight, topic, p, batches, makers[p], deadline)
-            for p, b in leaders.items()))
+            _pipelined(*address, in_flight, topic, p, batches, makers[p], deadline)
+            for p, address in leaders.items()))
         return sum(counts), time.perf_counter() - start
 
     answered, elapsed = asyncio.run(run())
@@ -238,27 +237,11 @@ def main() -> None:
         alone.close()
     if args.no_cluster:
         return
-    with tempfile.TemporaryDirectory(prefix="moldau-bench-cluster-") as tmp:
-        spec = ClusterSpec(Path(tmp), brokers=3, base_port=_free_ports(3),
-                           zookeeper_port=_free_ports(1), overrides=(
-                               f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",))
-        cluster = LocalCluster(spec)
-        env_level = os.environ.get("MOLDAU_LOG_LEVEL")
-        os.environ["MOLDAU_LOG_LEVEL"] = "WARNING"
-        try:
-            cluster.start()
-            time.sleep(2)  # registrations and the controller election
-            print(json.dumps(measure(
-                spec.bootstrap, {"brokers": 3, "replication_factor": 3,
-                                 "min_insync_replicas": 2},
-                batches, reps, args.in_flight, 3, {"min.insync.replicas": "2"})), flush=True)
-        finally:
-            cluster.stop()
-            if env_level is None:
-                os.environ.pop("MOLDAU_LOG_LEVEL", None)
-            else:
-                os.environ["MOLDAU_LOG_LEVEL"] = env_level
-
+    with local_cluster() as cluster:
+        print(json.dumps(measure(
+            cluster.spec.bootstrap, {"brokers": 3, "replication_factor": 3,
+                                     "min_insync_replicas": 2},
+            batches, reps, args.in_flight, 3, {"min.insync.replicas": "2"})), flush=True)
 
 if __name__ == "__main__":
     main()

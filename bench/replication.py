@@ -17,6 +17,7 @@ ISR (and that scaled to 1 GB). Every loop is bounded in count and time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -26,6 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +235,29 @@ def _three_live(bootstrap: str) -> None:
         time.sleep(0.2)
 
 
+@contextlib.contextmanager
+def local_cluster() -> Iterator[LocalCluster]:
+    """A local 3-broker cluster with its own ZooKeeper (the brokers log warnings only),
+    registered and past its controller election; stopped and removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="moldau-bench-cluster-") as tmp:
+        spec = ClusterSpec(Path(tmp), brokers=3, base_port=_free_ports(3),
+                           zookeeper_port=_free_ports(1), overrides=(
+                               f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",))
+        cluster = LocalCluster(spec)
+        env_level = os.environ.get("MOLDAU_LOG_LEVEL")
+        os.environ["MOLDAU_LOG_LEVEL"] = "WARNING"
+        try:
+            cluster.start()
+            time.sleep(2)  # registrations and the controller election
+            yield cluster
+        finally:
+            cluster.stop()
+            if env_level is None:
+                os.environ.pop("MOLDAU_LOG_LEVEL", None)
+            else:
+                os.environ["MOLDAU_LOG_LEVEL"] = env_level
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="10x fewer records")
@@ -252,42 +277,28 @@ def main() -> None:
         print(json.dumps(rf1), flush=True)
     finally:
         alone.close()
-    with tempfile.TemporaryDirectory(prefix="moldau-bench-cluster-") as tmp:
-        spec = ClusterSpec(Path(tmp), brokers=3, base_port=_free_ports(3),
-                           zookeeper_port=_free_ports(1), overrides=(
-                               f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",))
-        cluster = LocalCluster(spec)
-        env_level = os.environ.get("MOLDAU_LOG_LEVEL")
-        os.environ["MOLDAU_LOG_LEVEL"] = "WARNING"
-        try:
-            cluster.start()
-            time.sleep(2)  # registrations and the controller election
-            topic = _topic(spec.bootstrap, 6, 3, {"min.insync.replicas": "2"})
-            rf3 = produce(spec.bootstrap, topic, count, 1024)
-            rf3["workload"] = "produce_rf3_min_isr2_three_brokers"
-            print(json.dumps(rf3), flush=True)
-            ratio = {"workload": "rf3_over_rf1",
-                     "ratio": round(rf3["records_per_s"] / rf1["records_per_s"], 2)}
-            print(json.dumps(ratio), flush=True)
-            for idempotent in (True, False):
-                topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
-                print(json.dumps(_latency(spec.bootstrap, topic, 5000,
-                                          1 if args.quick else 5, idempotent)), flush=True)
+    with local_cluster() as cluster:
+        spec = cluster.spec
+        topic = _topic(spec.bootstrap, 6, 3, {"min.insync.replicas": "2"})
+        rf3 = produce(spec.bootstrap, topic, count, 1024)
+        rf3["workload"] = "produce_rf3_min_isr2_three_brokers"
+        print(json.dumps(rf3), flush=True)
+        ratio = {"workload": "rf3_over_rf1",
+                 "ratio": round(rf3["records_per_s"] / rf1["records_per_s"], 2)}
+        print(json.dumps(ratio), flush=True)
+        for idempotent in (True, False):
             topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
-            print(json.dumps(_failover_sigterm(cluster, spec.bootstrap, topic)), flush=True)
-            _three_live(spec.bootstrap)
-            topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
-            print(json.dumps(_failover(cluster, spec.bootstrap, topic)), flush=True)
-            for broker in cluster.brokers:  # the one killed above comes back
-                cluster.start_broker(broker.broker_id)
-            _three_live(spec.bootstrap)
-            print(json.dumps(_rejoin(cluster, spec.bootstrap, args.rejoin_mb)), flush=True)
-        finally:
-            cluster.stop()
-            if env_level is None:
-                os.environ.pop("MOLDAU_LOG_LEVEL", None)
-            else:
-                os.environ["MOLDAU_LOG_LEVEL"] = env_level
+            print(json.dumps(_latency(spec.bootstrap, topic, 5000,
+                                      1 if args.quick else 5, idempotent)), flush=True)
+        topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
+        print(json.dumps(_failover_sigterm(cluster, spec.bootstrap, topic)), flush=True)
+        _three_live(spec.bootstrap)
+        topic = _topic(spec.bootstrap, 1, 3, {"min.insync.replicas": "2"})
+        print(json.dumps(_failover(cluster, spec.bootstrap, topic)), flush=True)
+        for broker in cluster.brokers:  # the one killed above comes back
+            cluster.start_broker(broker.broker_id)
+        _three_live(spec.bootstrap)
+        print(json.dumps(_rejoin(cluster, spec.bootstrap, args.rejoin_mb)), flush=True)
 
 
 if __name__ == "__main__":

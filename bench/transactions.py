@@ -34,21 +34,17 @@ import argparse
 import json
 import os
 import statistics
-import tempfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from moldau.cluster.local_cluster import ClusterSpec, LocalCluster
-
 from .broker_proc import BenchBroker
 from .machine import load_average
-from .replication import SESSION_TIMEOUT_MS, _free_ports, _topic
+from .replication import _topic, local_cluster
 
 TIME_LIMIT_S = 120.0
 PARTITIONS = 6
@@ -261,28 +257,12 @@ def main() -> None:
         alone.close()
     if args.no_cluster:
         return
-    with tempfile.TemporaryDirectory(prefix="moldau-bench-cluster-") as tmp:
-        spec = ClusterSpec(Path(tmp), brokers=3, base_port=_free_ports(3),
-                           zookeeper_port=_free_ports(1), overrides=(
-                               f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",))
-        cluster = LocalCluster(spec)
-        env_level = os.environ.get("MOLDAU_LOG_LEVEL")
-        os.environ["MOLDAU_LOG_LEVEL"] = "WARNING"
-        try:
-            cluster.start()
-            time.sleep(2)  # registrations and the controller election
-            setup = {"brokers": 3, "replication_factor": 3, "min_insync_replicas": 2}
-            for producers in counts:
-                print(json.dumps(measure(spec.bootstrap, setup, count, args.record_bytes, reps,
-                                         3, {"min.insync.replicas": "2"}, modes,
-                                         args.batch_bytes, producers)), flush=True)
-        finally:
-            cluster.stop()
-            if env_level is None:
-                os.environ.pop("MOLDAU_LOG_LEVEL", None)
-            else:
-                os.environ["MOLDAU_LOG_LEVEL"] = env_level
-
+    with local_cluster() as cluster:
+        setup = {"brokers": 3, "replication_factor": 3, "min_insync_replicas": 2}
+        for producers in counts:
+            print(json.dumps(measure(cluster.spec.bootstrap, setup, count, args.record_bytes,
+                                     reps, 3, {"min.insync.replicas": "2"}, modes,
+                                     args.batch_bytes, producers)), flush=True)
 
 if __name__ == "__main__":
     main()
