@@ -101,7 +101,7 @@ class ResponseStream(asyncio.BufferedProtocol):
             self._body, self._filled = body, have
             start = end
         self._kept = end - start
-        if self._kept:
+        if self._kept and start:  # a partial size prefix (under 4 bytes) moves to the front
             self._scratch[:self._kept] = self._view[start:end]
 
     def eof_received(self) -> bool | None:
@@ -111,7 +111,7 @@ class ResponseStream(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(exc or ConnectionResetError("connection closed"))
         if self._writable is not None and not self._writable.done():
-            self._writable.set_exception(self._lost or ConnectionResetError())
+            self._writable.set_result(None)  # the sender's next_frame raises the loss
 
     def pause_writing(self) -> None:
         if self._writable is None or self._writable.done():
@@ -205,6 +205,8 @@ class BrokerConnection:
         await self._stream.drained()
         frame = await self._stream.next_frame()
         try:
+            if len(frame) < _SIZE.size:
+                raise ConnectionError(f"response of {len(frame)} bytes has no correlation id")
             (got,) = _SIZE.unpack_from(frame, 0)
             if got != correlation:
                 raise ConnectionError(f"response {got} to request {correlation}")
