@@ -12,11 +12,14 @@ decides the figure. This benchmark takes the client out: one raw connection per 
 its leader sends pre-built 1 MB Produce requests (acks=all, ``--in-flight`` of them
 outstanding, 5 by default, as an idempotent producer may have), either without a producer id
 (``plain``) or with one and consecutive sequence numbers (``idempotent``: the same bytes but
-for the header's producer id, epoch, sequence and CRC). The ratio idempotent/plain is then
-the broker's own cost of the sequence check, on one broker (RF 1) and on a local 3-broker
-cluster (RF 3, ``min.insync.replicas=2``). The modes alternate for ``--reps`` rounds (which
-one goes first swaps every round), each on a new topic of 6 partitions; every loop is bounded
-in count and in time.
+for the header's producer id, epoch, sequence and CRC), on one broker (RF 1) and on a local
+3-broker cluster (RF 3, ``min.insync.replicas=2``). The ratio idempotent/plain of records/s
+is then the broker's own cost of the sequence check, and so is the ratio of the brokers' CPU
+per megabyte (every thread of every broker, from /proc), which a shared machine disturbs less
+than records/s. After one unrecorded warm-up sample of each mode
+(the first sample on fresh brokers is slower whatever its mode), the modes alternate for
+``--reps`` rounds (which one goes first swaps every round), each on a new topic of 6
+partitions; every loop is bounded in count and in time.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from moldau.protocol.codec import build, encode_request, response_body_offset
 from moldau.protocol.schemas import response_schema
 from moldau.replica.broker_connection import BrokerConnection
 
+from . import procs
 from .broker_proc import BenchBroker
 from .machine import load_average
 from .replication import _topic, local_cluster
@@ -190,27 +194,56 @@ def produce(bootstrap: str, topic: str, idempotent: bool, batches: int,
             **({} if answered == batches * len(leaders) else {"incomplete": "time limit"})}
 
 
-def measure(bootstrap: str, setup: dict[str, Any], batches: int, reps: int, in_flight: int,
-            replication_factor: int, configs: dict[str, str]) -> dict[str, Any]:
+def _sample(bootstrap: str, topic: str, idempotent: bool, batches: int, in_flight: int,
+            broker_pids: list[int]) -> dict[str, Any]:
+    """One :func:`produce` sample with the brokers' CPU per megabyte it cost them (every
+    thread of every broker, from /proc)."""
+    before = [procs.thread_cpu_ns(pid) for pid in broker_pids]
+    result = produce(bootstrap, topic, idempotent, batches, in_flight)
+    spent = sum(procs.cpu_ns_between(b, procs.thread_cpu_ns(pid))
+                for b, pid in zip(before, broker_pids, strict=True))
+    if result["batches"]:
+        result["broker_cpu_ms_per_mb"] = round(spent / 1e6 / result["batches"], 3)
+    return result
+
+
+def measure(bootstrap: str, broker_pids: list[int], setup: dict[str, Any], batches: int,
+            reps: int, in_flight: int, replication_factor: int,
+            configs: dict[str, str]) -> dict[str, Any]:
     rates: dict[str, list[int]] = {"plain": [], "idempotent": []}
+    cpu: dict[str, list[float]] = {"plain": [], "idempotent": []}
+    # A first sample on fresh brokers is slower whatever its mode (new connections, files,
+    # page cache): one unrecorded sample of each mode goes first.
+    for mode in rates:
+        warm_up = produce(bootstrap, _topic(bootstrap, PARTITIONS, replication_factor, configs),
+                          mode == "idempotent", max(3, batches // 4), in_flight)
+        print(json.dumps({**setup, **warm_up, "warm_up": True}), flush=True)
     for round_number in range(reps):
         # Which mode goes first swaps every round: the first sample of a round meets a page
         # cache full of the previous round's writes.
         for mode in ("plain", "idempotent") if round_number % 2 == 0 else ("idempotent", "plain"):
             topic = _topic(bootstrap, PARTITIONS, replication_factor, configs)
-            sample = {**setup, **produce(bootstrap, topic, mode == "idempotent", batches,
-                                         in_flight), "round": round_number}
+            sample = {**setup, **_sample(bootstrap, topic, mode == "idempotent", batches,
+                                         in_flight, broker_pids), "round": round_number}
             print(json.dumps(sample), flush=True)
             if "incomplete" not in sample:
                 rates[mode].append(sample["records_per_s"])
+                cpu[mode].append(sample["broker_cpu_ms_per_mb"])
     medians = {m: round(statistics.median(r)) if r else None for m, r in rates.items()}
+    cpu_medians = {m: round(statistics.median(c), 3) if c else None for m, c in cpu.items()}
     plain, idem = medians["plain"], medians["idempotent"]
+    plain_cpu, idem_cpu = cpu_medians["plain"], cpu_medians["idempotent"]
     return {"workload": "summary", **setup, "batches_per_partition": batches, "reps": reps,
             "in_flight_per_partition": in_flight, "median_records_per_s": medians,
             "min_max_records_per_s": {m: [min(r), max(r)] if r else None
                                       for m, r in rates.items()},
             "idempotent_over_plain": round(idem / plain, 2) if plain and idem else None,
-            "target_idempotent_over_plain": 0.95, "load_average": load_average()}
+            "target_idempotent_over_plain": 0.95,
+            # Steadier than records/s on a shared machine: what a megabyte costs the brokers.
+            "median_broker_cpu_ms_per_mb": cpu_medians,
+            "broker_cpu_idempotent_over_plain": round(idem_cpu / plain_cpu, 2)
+            if plain_cpu and idem_cpu else None,
+            "load_average": load_average()}
 
 
 def main() -> None:
@@ -231,17 +264,20 @@ def main() -> None:
     reps = args.reps or (1 if args.quick else 3)
     alone = BenchBroker()
     try:
-        print(json.dumps(measure(alone.bootstrap, {"brokers": 1, "replication_factor": 1},
+        print(json.dumps(measure(alone.bootstrap, [alone.proc.pid],
+                                 {"brokers": 1, "replication_factor": 1},
                                  batches, reps, args.in_flight, 1, {})), flush=True)
     finally:
         alone.close()
     if args.no_cluster:
         return
     with local_cluster() as cluster:
+        pids = [b.proc.pid for b in cluster.brokers if b.proc is not None]
         print(json.dumps(measure(
-            cluster.spec.bootstrap, {"brokers": 3, "replication_factor": 3,
-                                     "min_insync_replicas": 2},
+            cluster.spec.bootstrap, pids, {"brokers": 3, "replication_factor": 3,
+                                           "min_insync_replicas": 2},
             batches, reps, args.in_flight, 3, {"min.insync.replicas": "2"})), flush=True)
+
 
 if __name__ == "__main__":
     main()
