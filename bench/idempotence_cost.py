@@ -19,7 +19,8 @@ per megabyte (every thread of every broker, from /proc), which a shared machine 
 than records/s. After one unrecorded warm-up sample of each mode
 (the first sample on fresh brokers is slower whatever its mode), the modes alternate for
 ``--reps`` rounds (which one goes first swaps every round), each on a new topic of 6
-partitions; every loop is bounded in count and in time.
+partitions, deleted once measured (samples drift slower while old topics stay); every loop is
+bounded in count and in time.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from moldau.replica.broker_connection import BrokerConnection
 from . import procs
 from .broker_proc import BenchBroker
 from .machine import load_average
-from .replication import _topic, local_cluster
+from .replication import _topic, drop_topic, local_cluster
 
 PARTITIONS = 6
 RECORDS_PER_BATCH = 970  # 1 KiB values: just under librdkafka's default batch.size of 1 MB
@@ -215,9 +216,11 @@ def measure(bootstrap: str, broker_pids: list[int], setup: dict[str, Any], batch
     # A first sample on fresh brokers is slower whatever its mode (new connections, files,
     # page cache): one unrecorded sample of each mode goes first.
     for mode in rates:
-        warm_up = produce(bootstrap, _topic(bootstrap, PARTITIONS, replication_factor, configs),
-                          mode == "idempotent", max(3, batches // 4), in_flight)
+        topic = _topic(bootstrap, PARTITIONS, replication_factor, configs)
+        warm_up = produce(bootstrap, topic, mode == "idempotent", max(3, batches // 4),
+                          in_flight)
         print(json.dumps({**setup, **warm_up, "warm_up": True}), flush=True)
+        drop_topic(bootstrap, topic)
     for round_number in range(reps):
         # Which mode goes first swaps every round: the first sample of a round meets a page
         # cache full of the previous round's writes.
@@ -226,6 +229,7 @@ def measure(bootstrap: str, broker_pids: list[int], setup: dict[str, Any], batch
             sample = {**setup, **_sample(bootstrap, topic, mode == "idempotent", batches,
                                          in_flight, broker_pids), "round": round_number}
             print(json.dumps(sample), flush=True)
+            drop_topic(bootstrap, topic)
             if "incomplete" not in sample:
                 rates[mode].append(sample["records_per_s"])
                 cpu[mode].append(sample["broker_cpu_ms_per_mb"])

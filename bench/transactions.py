@@ -19,7 +19,8 @@ producers of 1 KiB records with acks=all, linger 5 ms, 6 partitions:
 Each producer is new and warmed up before its clock starts (one record sent and flushed;
 the transactional ones init_transactions and commit a one-record transaction), so producer
 ids, coordinator look-ups and connections are not timed. The modes alternate for ``--reps``
-rounds, each on a new topic; a ``summary`` line per setup gives the medians and the ratios
+rounds, each on a new topic (deleted once measured: samples drift slower while old topics
+stay); a ``summary`` line per setup gives the medians and the ratios
 idempotent/plain and txnN/idempotent (issue target: txn1000/idempotent >= 0.8), with the load
 average, since the figures mean little on a busy machine. Each setup runs once per producer
 count in ``--producers`` (default 1 and 4): with N, every mode runs N producers at once, each
@@ -44,7 +45,7 @@ from confluent_kafka import KafkaException, Producer
 
 from .broker_proc import BenchBroker
 from .machine import load_average
-from .replication import _topic, local_cluster
+from .replication import _topic, drop_topic, local_cluster
 
 TIME_LIMIT_S = 120.0
 PARTITIONS = 6
@@ -194,6 +195,7 @@ def measure(bootstrap: str, setup: dict[str, Any], count: int, size: int, reps: 
             sample = {**setup, **produce(bootstrap, topic, mode, count, size, batch_bytes,
                                          producers), "round": round_number}
             print(json.dumps(sample), flush=True)
+            drop_topic(bootstrap, topic)
             if "incomplete" not in sample:
                 rates[mode].append(sample["records_per_s"])
     medians = {mode: round(statistics.median(r)) if r else None for mode, r in rates.items()}
