@@ -119,25 +119,19 @@ def test_a_response_sent_in_pieces_is_decoded_and_a_hang_up_is_a_connection_erro
     asyncio.run(run())
 
 
-def test_a_response_too_short_for_a_correlation_id_is_a_connection_error() -> None:
+@pytest.mark.parametrize(("answer", "error"), [
+    (b"\x00\x01", "no correlation id"),  # too short to name its request
+    (struct.pack(">i", 7) + b"\x00" + struct.pack(">i", 0) + b"\x01\x00",
+     "response 7 to request 1"),  # a well-formed answer to another request
+    (struct.pack(">i", 1) + b"\x00\xff", "malformed"),  # the body kio cannot read
+])
+def test_an_answer_that_is_not_the_requests_is_a_connection_error(answer: bytes,
+                                                                   error: str) -> None:
     async def run() -> None:
-        server, port = await _serve(_frame(b"\x00\x01"), 1 << 16)
+        server, port = await _serve(_frame(answer), 1 << 16)
         async with server:
             conn = await BrokerConnection.open("127.0.0.1", port)
-            with pytest.raises(ConnectionError, match="no correlation id"):
-                await conn.request(REQUEST)
-            conn.close()
-    asyncio.run(run())
-
-
-def test_an_answer_to_another_request_is_refused() -> None:
-    body = struct.pack(">i", 7) + b"\x00" + struct.pack(">i", 0) + b"\x01\x00"
-
-    async def run() -> None:
-        server, port = await _serve(_frame(body), 1 << 16)
-        async with server:
-            conn = await BrokerConnection.open("127.0.0.1", port)
-            with pytest.raises(ConnectionError, match="response 7 to request 1"):
+            with pytest.raises(ConnectionError, match=error):
                 await conn.request(REQUEST)
             conn.close()
     asyncio.run(run())
