@@ -222,8 +222,8 @@ def measure(bootstrap: str, broker_pids: list[int], setup: dict[str, Any], batch
         print(json.dumps({**setup, **warm_up, "warm_up": True}), flush=True)
         drop_topic(bootstrap, topic)
     for round_number in range(reps):
-        # Which mode goes first swaps every round: the first sample of a round meets a page
-        # cache full of the previous round's writes.
+        # Which mode goes first swaps every round, so that neither always runs right after
+        # the other.
         for mode in ("plain", "idempotent") if round_number % 2 == 0 else ("idempotent", "plain"):
             topic = _topic(bootstrap, PARTITIONS, replication_factor, configs)
             sample = {**setup, **_sample(bootstrap, topic, mode == "idempotent", batches,

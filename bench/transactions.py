@@ -266,5 +266,6 @@ def main() -> None:
                                      reps, 3, {"min.insync.replicas": "2"}, modes,
                                      args.batch_bytes, producers)), flush=True)
 
+
 if __name__ == "__main__":
     main()
