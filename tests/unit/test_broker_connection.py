@@ -10,7 +10,12 @@ import struct
 import pytest
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
-from moldau.replica.broker_connection import SCRATCH_BYTES, BrokerConnection, ResponseStream
+from moldau.replica.broker_connection import (
+    POOLED_BYTES,
+    SCRATCH_BYTES,
+    BrokerConnection,
+    ResponseStream,
+)
 
 REQUEST = FindCoordinatorRequest(key_type=0, coordinator_keys=("g",))
 
@@ -65,13 +70,25 @@ def test_a_released_large_buffer_takes_the_next_large_frame() -> None:
     _feed(stream, _frame(first), 65536)
     third = asyncio.run(stream.next_frame())
     assert third.obj is not buffer and bytes(third) == first  # type: ignore[union-attr]
+    assert bytes(again) == second  # the frame still in use was not written over
+
+
+def test_a_buffer_larger_than_a_connection_keeps_is_not_kept() -> None:
+    stream = ResponseStream()
+    _feed(stream, _frame(b"a" * (POOLED_BYTES + 1)), 1 << 20)
+    frame = asyncio.run(stream.next_frame())
+    big = frame.obj  # type: ignore[union-attr]
+    stream.release(frame)
+    _feed(stream, _frame(b"b" * (POOLED_BYTES + 1)), 1 << 20)
+    frame = asyncio.run(stream.next_frame())
+    assert frame.obj is not big  # type: ignore[union-attr]
 
 
 def test_a_negative_or_absurd_size_ends_the_connection() -> None:
     for size in (-1, 1 << 30):
         stream = ResponseStream()
         _feed(stream, struct.pack(">i", size) + b"rest", 100)
-        with pytest.raises(ConnectionError, match="response of"):
+        with pytest.raises(ConnectionError, match="impossible response: frame of"):
             asyncio.run(stream.next_frame())
 
 

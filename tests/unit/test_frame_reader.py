@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from moldau.broker.buffer_pool import BufferPool
-from moldau.broker.frame_reader import SCRATCH_BYTES, FrameReader
-from moldau.broker.memory_pool import MemoryPool
+from moldau.protocol.buffer_pool import BufferPool
+from moldau.protocol.frame_reader import SCRATCH_BYTES, FrameReader
 from moldau.protocol.frames import FrameError
+from moldau.protocol.memory_pool import MemoryPool
 
 
 def framed(body: bytes) -> bytes:
@@ -78,10 +78,10 @@ def test_partial_bytes_count_an_unfinished_frame() -> None:
 
 @pytest.mark.parametrize("size", [-1, 10_001])
 def test_a_size_outside_the_limit_is_refused(size: int) -> None:
-    reader = FrameReader(10_000)
+    reader = FrameReader(10_000, limit_name="socket.request.max.bytes")
     buf = reader.get_buffer()
     buf[:4] = struct.pack(">i", size)
-    with pytest.raises(FrameError, match=r"outside 0\.\.socket\.request\.max\.bytes"):
+    with pytest.raises(FrameError, match=r"outside 0\.\.socket\.request\.max\.bytes \(10000\)"):
         reader.buffer_updated(4)
 
 

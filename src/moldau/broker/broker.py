@@ -42,6 +42,7 @@ from ..log.scrubber import LogScrubber, ScrubberConfig
 from ..metrics.counters import BrokerCounters, RequestTiming
 from ..protocol import codec
 from ..protocol.apis import API_VERSIONS, PRODUCE, SUPPORTED, ApiRange
+from ..protocol.buffer_pool import BufferPool
 from ..protocol.frames import (
     FrameError,
     RequestHeader,
@@ -51,7 +52,6 @@ from ..protocol.frames import (
 )
 from ..replica import Partition, ReplicaManager
 from . import authz, offload, partition_files
-from .buffer_pool import BufferPool
 from .client_metrics import ClientMetrics
 from .client_quotas import ClientQuotas
 from .error_responses import error_response

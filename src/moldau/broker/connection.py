@@ -10,10 +10,11 @@ if that is a Produce too (its records are appended in order, after the first's);
 request waits until every earlier response is sent. The responses are sent in request order
 by a sender task. Kafka keeps the connection muted instead; appending the next Produce at once
 lets the followers fetch both in one round trip rather than one after the other. The event
-loop reads straight into buffers of a :class:`~.frame_reader.FrameReader`, which hands back
-each frame as soon as it is complete; a frame that cannot be a Kafka request (bad size, garbage
-header, unknown API) closes this connection only, with one log line. Response bodies may
-contain file ranges, which go to the socket with ``sendfile``.
+loop reads straight into buffers of a
+:class:`~moldau.protocol.frame_reader.FrameReader`, which hands back each frame as soon as it is
+complete; a frame that cannot be a Kafka request (bad size, garbage header, unknown API) closes
+this connection only, with one log line. Response bodies may contain file ranges, which go to
+the socket with ``sendfile``.
 
 Reading stops (``pause_reading``) while any of these holds, so that what a connection costs
 stays bounded whatever its client does:
@@ -42,8 +43,8 @@ from typing import TYPE_CHECKING, cast
 
 from ..metrics.counters import RequestTiming
 from ..protocol.apis import PRODUCE
+from ..protocol.frame_reader import Frame, FrameReader
 from ..protocol.frames import FrameError, frame_prefix
-from .frame_reader import Frame, FrameReader
 from .response import Muted, Pending, Response
 from .session import Session
 
@@ -83,6 +84,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reader = FrameReader(
             self._broker.config.socket_request_max_bytes, self._broker.frame_buffers,
             scratch=network.scratch, memory=network.memory,
+            limit_name="socket.request.max.bytes",
         )
         self._frames: collections.deque[Frame] = collections.deque()
         self._transport: asyncio.Transport | None = None

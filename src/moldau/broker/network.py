@@ -4,8 +4,9 @@
 ``loop.create_server``) so that it can stop accepting at ``max.connections``, as Kafka's
 acceptor does: new clients then wait in the listen backlog instead of being refused. It also
 holds what connections share so that each one stays cheap: the scratch buffer every socket is
-read into (see :mod:`.frame_reader`), the request memory pool (``queued.max.request.bytes``),
-the connection quotas and the idle-connection expiry (``connections.max.idle.ms``).
+read into (see :mod:`moldau.protocol.frame_reader`), the request memory pool
+(``queued.max.request.bytes``), the connection quotas and the idle-connection expiry
+(``connections.max.idle.ms``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..config.listeners import Listener
+from ..protocol.frame_reader import SCRATCH_BYTES
+from ..protocol.memory_pool import MemoryPool
 from .connection import KafkaConnection
 from .connection_quotas import ConnectionQuotas
-from .frame_reader import SCRATCH_BYTES
 from .idle_expiry import IdleExpiry
-from .memory_pool import MemoryPool
 from .session import Session
 
 if TYPE_CHECKING:

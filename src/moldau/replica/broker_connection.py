@@ -5,14 +5,16 @@ controlled shutdown all talk to other brokers through a :class:`BrokerConnection
 
 A follower's Fetch responses carry up to megabytes of record batches, and a follower receives
 every byte its leaders write, so the receive path is kept to one copy in Python. The
-connection is an :class:`asyncio.BufferedProtocol` (:class:`ResponseStream`): the event loop
-reads small responses into one scratch buffer, and a response that does not fit there into a
-buffer of its own, sized from its length prefix, which the socket then fills directly. kio
-copies the record batches out of it once when the response is decoded. Before this, an
-``asyncio.StreamReader`` copied each response about three times (into its growing buffer,
-out as a slice, into ``bytes``) and paused and resumed the socket every 128 KiB; on three
-brokers sharing two cores that was about a millisecond of each follower's CPU per megabyte
-replicated, and it showed in the acks=all latency of every large batch.
+connection is an :class:`asyncio.BufferedProtocol` (:class:`ResponseStream`) that cuts frames
+with the same :class:`~moldau.protocol.frame_reader.FrameReader` as the broker's client
+connections: small responses are read into one scratch buffer, and a large one goes from the
+socket straight into a pooled buffer sized from its length prefix, which kio copies the record
+batches out of once when the response is decoded; the buffer then takes the next large
+response. Before this, an ``asyncio.StreamReader`` copied each response about three times
+(into its growing buffer, out as a slice, into ``bytes``) and paused and resumed the socket
+every 128 KiB; on three brokers sharing two cores that was about a millisecond of each
+follower's CPU per megabyte replicated, and it showed in the acks=all latency of every large
+batch.
 """
 
 from __future__ import annotations
@@ -27,35 +29,34 @@ from typing import Any
 
 from kio.serial import entity_reader
 
+from ..protocol.buffer_pool import BufferPool
 from ..protocol.codec import encode_request, response_body_offset
+from ..protocol.frame_reader import Frame, FrameReader
+from ..protocol.frames import FrameError
 from ..protocol.schemas import response_schema
 
 _SIZE = struct.Struct(">i")
 _CLIENT_ID = b"moldau-replica-fetcher"
 #: Scratch buffer for size prefixes and responses that fit in one read.
 SCRATCH_BYTES = 64 * 1024
+#: Responses at least this big that do not arrive in one read get a pooled buffer.
+DIRECT_BYTES = 32 * 1024
 #: Largest response accepted (a follower asks for at most 10 MiB per Fetch; this leaves room).
 MAX_RESPONSE_BYTES = 256 << 20
-
-#: A complete response frame (without its size prefix).
-Frame = bytes | memoryview
+#: Received buffers a connection keeps for its next large responses: one response is decoded
+#: at a time, so this is about one Fetch response's worth (``replica.fetch.response.max.bytes``
+#: is 10 MiB by default).
+POOLED_BYTES = 16 << 20
 
 
 class ResponseStream(asyncio.BufferedProtocol):
-    """Cuts size-prefixed response frames out of the socket's bytes (see the module
-    docstring) and hands them, in order, to :meth:`next_frame`."""
+    """Hands the response frames a :class:`FrameReader` cuts from the socket's bytes (see the
+    module docstring), in order, to :meth:`next_frame`."""
 
     def __init__(self) -> None:
-        self._scratch = bytearray(SCRATCH_BYTES)
-        self._view = memoryview(self._scratch)
-        #: Bytes at the front of the scratch that are not a whole frame yet.
-        self._kept = 0
-        #: The frame being received into a buffer of its own, and how much of it has come.
-        self._body: memoryview | None = None
-        self._filled = 0
-        #: The buffer of the last large frame, once released: the next one reuses it, so a
-        #: follower does not map and zero fresh memory for every megabyte it receives.
-        self._spare: bytearray | None = None
+        self._reader = FrameReader(
+            MAX_RESPONSE_BYTES, BufferPool(POOLED_BYTES, POOLED_BYTES),
+            scratch_bytes=SCRATCH_BYTES, direct_bytes=DIRECT_BYTES)
         self._frames: collections.deque[Frame] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None
@@ -68,41 +69,17 @@ class ResponseStream(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._body is not None:
-            return self._body[self._filled:]
-        return self._view[self._kept:]
+        return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._body is not None:
-            self._filled += nbytes
-            if self._filled == len(self._body):
-                self._deliver(self._body.toreadonly())
-                self._body = None
+        try:
+            frames = self._reader.buffer_updated(nbytes)
+        except FrameError as exc:
+            self._fail(ConnectionError(f"peer sent an impossible response: {exc}"))
             return
-        end = self._kept + nbytes
-        start = 0
-        while end - start >= 4:
-            (size,) = _SIZE.unpack_from(self._scratch, start)
-            if not 0 <= size <= MAX_RESPONSE_BYTES:
-                self._fail(ConnectionError(f"peer sent a response of {size} bytes"))
-                return
-            frame_end = start + 4 + size
-            if frame_end <= end:
-                self._deliver(bytes(self._view[start + 4:frame_end]))
-                start = frame_end
-                continue
-            # The rest goes straight from the socket into a buffer of the frame's size.
-            spare = self._spare
-            buffer = spare if spare is not None and len(spare) >= size else bytearray(size)
-            self._spare = None
-            body = memoryview(buffer)[:size]
-            have = end - start - 4
-            body[:have] = self._view[start + 4:end]
-            self._body, self._filled = body, have
-            start = end
-        self._kept = end - start
-        if self._kept and start:  # a partial size prefix (under 4 bytes) moves to the front
-            self._scratch[:self._kept] = self._view[start:end]
+        if frames:
+            self._frames.extend(frames)
+            self._wake()
 
     def eof_received(self) -> bool | None:
         self._fail(ConnectionResetError("the peer closed the connection"))
@@ -110,6 +87,7 @@ class ResponseStream(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(exc or ConnectionResetError("connection closed"))
+        self._reader.close()
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)  # the sender's next_frame raises the loss
 
@@ -138,12 +116,7 @@ class ResponseStream(asyncio.BufferedProtocol):
     def release(self, frame: Frame) -> None:
         """``frame`` has been decoded and nothing refers to its bytes: its buffer may take the
         next large frame."""
-        if isinstance(frame, memoryview):
-            buffer = frame.obj
-            frame.release()
-            if isinstance(buffer, bytearray) and (self._spare is None or
-                                                  len(buffer) > len(self._spare)):
-                self._spare = buffer
+        self._reader.recycle(frame)
 
     async def drained(self) -> None:
         """Returns once the transport's write buffer is below its high-water mark."""
@@ -151,10 +124,6 @@ class ResponseStream(asyncio.BufferedProtocol):
             raise self._lost
         if self._writable is not None:
             await self._writable
-
-    def _deliver(self, frame: Frame) -> None:
-        self._frames.append(frame)
-        self._wake()
 
     def _fail(self, exc: BaseException) -> None:
         if self._lost is None:

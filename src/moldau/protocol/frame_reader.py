@@ -1,37 +1,43 @@
 """Cut size-prefixed Kafka frames out of a TCP byte stream with at most one copy each.
 
-The connection is an :class:`asyncio.BufferedProtocol`: the event loop reads from the socket
-straight into the buffer :meth:`FrameReader.get_buffer` hands out. Small frames (most requests)
-land in a scratch buffer and are copied out once, as ``bytes``. A frame of ``direct_bytes`` or
-more (produce requests carrying record batches) gets a buffer of its own, sized from its length
-prefix, and the socket fills it directly: its bytes are never copied in Python on the way in.
-Before this, a produce request's bytes were copied three times (into the receive buffer, out of
-it as a slice, into ``bytes``), about a fifth of the broker's CPU when producing 1 KiB records.
-Those buffers come from a :class:`~.buffer_pool.BufferPool` and go back to it through
-:meth:`FrameReader.recycle` once the frame's request has been handled.
+Both ends of the broker's connections use it: the broker's client connections for requests
+(``broker/connection.py``) and its connections to other brokers for responses
+(``replica/broker_connection.py``), whose Fetch responses carry every replicated byte. Each is
+an :class:`asyncio.BufferedProtocol`: the event loop reads from the socket straight into the
+buffer :meth:`FrameReader.get_buffer` hands out. Small frames land in a scratch buffer and are
+copied out once, as ``bytes``. A frame of ``direct_bytes`` or more (produce requests, fetch
+responses) gets a buffer of its own, sized from its length prefix, and the socket fills it
+directly: its bytes are never copied in Python on the way in. Before this, a produce request's
+bytes were copied three times (into the receive buffer, out of it as a slice, into ``bytes``),
+about a fifth of the broker's CPU when producing 1 KiB records. Those buffers come from a
+:class:`~.buffer_pool.BufferPool` and go back to it through :meth:`FrameReader.recycle` once
+the frame has been decoded.
 
 Idle connections must cost next to nothing (Kafka brokers serve tens of thousands), so the
-scratch buffer is shared by every connection of the broker: the event loop is single-threaded
-and calls ``get_buffer`` and then ``buffer_updated`` for one connection before it reads from any
-other, so the scratch only has to hold one read. A frame that is not complete at the end of a
-read continues in a buffer of its own: pooled for large frames, a ``bytearray`` of the frame's
-size for small ones. Only a partial size prefix (or the start of a frame waiting for memory) is
-kept as bytes and put back at the front of the scratch before the next read. A connection
-between frames holds no buffer at all.
+broker shares one scratch buffer among all its client connections: the event loop is
+single-threaded and calls ``get_buffer`` and then ``buffer_updated`` for one connection before
+it reads from any other, so the scratch only has to hold one read. A frame that is not complete
+at the end of a read continues in a buffer of its own: pooled for large frames, a ``bytearray``
+of the frame's size for small ones. Only a partial size prefix (or the start of a frame waiting
+for memory) is kept as bytes and put back at the front of the scratch before the next read. A
+connection between frames holds no buffer at all.
 
-Every frame reserves its size in the broker's :class:`~.memory_pool.MemoryPool`
-(``queued.max.request.bytes``) when its prefix has been read, and :meth:`recycle` gives it back.
-While the pool is exhausted a connection between frames reads only the 4 prefix bytes, and a
-frame that cannot reserve leaves the reader :attr:`~FrameReader.blocked` until
-:meth:`~FrameReader.unblock` succeeds: the connection stops reading meanwhile.
+Every frame reserves its size in a :class:`~.memory_pool.MemoryPool` (the broker's
+``queued.max.request.bytes``; unlimited by default) when its prefix has been read, and
+:meth:`recycle` gives it back. While the pool is exhausted a connection between frames reads
+only the 4 prefix bytes, and a frame that cannot reserve leaves the reader
+:attr:`~FrameReader.blocked` until :meth:`~FrameReader.unblock` succeeds: the connection stops
+reading meanwhile.
+
+No I/O and no asyncio here: the protocol classes feed it.
 """
 
 from __future__ import annotations
 
 import mmap
 
-from ..protocol.frames import FrameError, read_frame_size
 from .buffer_pool import BufferPool
+from .frames import FrameError, read_frame_size
 from .memory_pool import MemoryPool
 
 #: Scratch buffer for frame prefixes and small frames: one read at most.
@@ -50,12 +56,15 @@ class FrameReader:
 
     def __init__(self, max_frame: int, pool: BufferPool | None = None,
                  scratch_bytes: int = SCRATCH_BYTES, direct_bytes: int = DIRECT_BYTES, *,
-                 scratch: bytearray | None = None, memory: MemoryPool | None = None) -> None:
+                 scratch: bytearray | None = None, memory: MemoryPool | None = None,
+                 limit_name: str = "the largest frame accepted") -> None:
         if scratch is None:
             scratch = bytearray(scratch_bytes)
         if direct_bytes + 4 > len(scratch):
             raise ValueError("the scratch buffer must hold any frame smaller than direct_bytes")
         self._max_frame = max_frame
+        #: What ``max_frame`` is called in the error for a frame over it.
+        self._limit_name = limit_name
         self._pool = pool if pool is not None else BufferPool()
         self._memory = memory if memory is not None else MemoryPool()
         self._direct_bytes = direct_bytes
@@ -148,7 +157,7 @@ class FrameReader:
             size = read_frame_size(self._scratch, start)
             if size < 0 or size > self._max_frame:
                 raise FrameError(
-                    f"frame of {size} bytes is outside 0..socket.request.max.bytes "
+                    f"frame of {size} bytes is outside 0..{self._limit_name} "
                     f"({self._max_frame})"
                 )
             frame_end = start + 4 + size
