@@ -3,11 +3,17 @@
 A broker figure means little alone on a shared 2-core VM: "300 MB/s" is good or bad only next
 to what loopback TCP and the disk can do at that moment. iperf3 gives one loopback TCP stream;
 dd of 1 GiB with ``conv=fdatasync`` gives sequential disk write including the flush.
+
+``python -m bench.machine`` prints the cost of writing into the page cache, first into memory
+the machine has not touched lately and then into memory just freed (see
+:func:`page_cache_write_cost`): on this VM the first costs about ten times the second, which is
+why benchmark samples slow down while earlier samples' topics stay on the brokers.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -57,3 +63,45 @@ def disk_write_mb_per_s(directory: Path, mib: int = 1024) -> float:
 def load_average() -> list[float]:
     """1/5/15-minute load: tells the reader how busy the machine was around the run."""
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def page_cache_write_cost(directory: Path, mib: int = 1024) -> dict[str, float]:
+    """CPU milliseconds per MiB to write ``mib`` MiB into a new file in ``directory`` (no sync:
+    page cache only), then again into another new file right after deleting the first.
+
+    The first pass takes pages the machine has not used lately; on a VM whose host reclaims
+    free guest memory (virtio balloon free page reporting) each such page is faulted in by the
+    host on first touch, which shows as a slow ``copy`` in the guest's kernel. The second pass
+    reuses the pages the delete just freed. A broker's segment writes pay the same.
+    """
+    chunk = os.urandom(1 << 20)
+    result: dict[str, float] = {"mib": mib}
+    for name in ("first_pass", "rewrite"):
+        target = directory / f"page-cache-test-{name}.bin"
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            cpu = time.process_time()
+            for _ in range(mib):
+                os.write(fd, chunk)
+            result[f"{name}_cpu_ms_per_mib"] = round(
+                (time.process_time() - cpu) * 1000 / mib, 3)
+        finally:
+            os.close(fd)
+            target.unlink()
+    return result
+
+
+def main() -> None:
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mib", type=int, default=1024, help="MiB per pass (default 1024)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cost = page_cache_write_cost(Path(tmp), args.mib)
+    print(json.dumps({"workload": "page_cache_write", **cost, "load_average": load_average()}))
+
+
+if __name__ == "__main__":
+    main()
