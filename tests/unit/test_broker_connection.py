@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 
 import pytest
+import uvloop
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
 from moldau.replica.broker_connection import (
@@ -134,6 +136,32 @@ def test_a_response_sent_in_pieces_is_decoded_and_a_hang_up_is_a_connection_erro
                 await conn.request(REQUEST)  # the server hung up after the first answer
             conn.close()
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("loop_factory", [asyncio.new_event_loop, uvloop.new_event_loop],
+                         ids=["asyncio", "uvloop"])
+def test_a_request_once_the_peer_hung_up_is_a_connection_error(
+        loop_factory: Callable[[], asyncio.AbstractEventLoop]) -> None:
+    # The broker runs on uvloop, whose transport raises RuntimeError for a write once closed:
+    # a pooled connection to a peer that was killed must still fail as a lost connection
+    # (a RuntimeError once ended the task writing a transaction's markers).
+    body = struct.pack(">i", 1) + b"\x00" + struct.pack(">i", 0) + b"\x01\x00"
+
+    async def run() -> None:
+        server, port = await _serve(_frame(body), 1 << 16)
+        async with server:
+            conn = await BrokerConnection.open("127.0.0.1", port)
+            await conn.request(REQUEST)
+            for _ in range(200):  # until the hang-up has reached the connection
+                if conn.closed:
+                    break
+                await asyncio.sleep(0.01)
+            assert conn.closed
+            with pytest.raises(ConnectionError):
+                await conn.request(REQUEST)
+            conn.close()
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(run())
 
 
 @pytest.mark.parametrize(("answer", "error"), [

@@ -54,6 +54,8 @@ class PeerClients:
         return its response. Raises ConnectionError, OSError or TimeoutError."""
         peer = self._peers.setdefault(broker_id, _Peer())
         async with peer.lock:
+            if peer.conn is not None and peer.conn.closed:
+                peer.conn = None  # the peer hung up since (restarted, say): connect again
             if peer.conn is None:
                 cluster = self.broker.cluster
                 assert cluster is not None  # _address raised otherwise

@@ -472,6 +472,12 @@ class TransactionService:
             log.info("transaction %s: cannot reach broker %d for markers: %s",
                      marker.transactional_id, leader, exc)
             return set()
+        except Exception as exc:
+            # The transaction would stay in Prepare* for good (its producer's InitProducerId
+            # answered CONCURRENT_TRANSACTIONS forever): log it and let the round retry.
+            log.error("transaction %s: markers to broker %d failed: %r",
+                      marker.transactional_id, leader, exc)
+            return set()
         done: set[TopicPartition] = set()
         for result in response.markers:
             for topic in result.topics:

@@ -60,7 +60,7 @@ class ResponseStream(asyncio.BufferedProtocol):
         self._frames: collections.deque[Frame] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None
-        self._lost: BaseException | None = None
+        self._lost: ConnectionError | None = None
         self.transport: asyncio.Transport | None = None
 
     # asyncio.BufferedProtocol
@@ -118,6 +118,11 @@ class ResponseStream(asyncio.BufferedProtocol):
         next large frame."""
         self._reader.recycle(frame)
 
+    @property
+    def loss(self) -> ConnectionError | None:
+        """Why the connection ended (None while it is up)."""
+        return self._lost
+
     async def drained(self) -> None:
         """Returns once the transport's write buffer is below its high-water mark."""
         if self._lost is not None:
@@ -160,6 +165,12 @@ class BrokerConnection:
             ResponseStream, host, port, ssl=tls, server_hostname=host if tls else None)
         return cls(transport, stream)
 
+    @property
+    def closed(self) -> bool:
+        """The connection is closed or closing (the peer hung up, or :meth:`close`): a pool
+        should open a new one rather than send on it."""
+        return self._transport.is_closing()
+
     async def request(self, obj: Any) -> Any:
         if self.before_request is not None:
             await self.before_request(self)
@@ -170,6 +181,10 @@ class BrokerConnection:
         ConnectionError when the connection is lost or the answer is out of step."""
         cls = type(obj)
         correlation = next(self._ids)
+        if self.closed:
+            # uvloop's transport raises RuntimeError for a write once closed, the standard
+            # loop drops it: either way the caller must see a lost connection.
+            raise self._stream.loss or ConnectionError("the connection to the peer is closed")
         self._transport.write(encode_request(obj, correlation, _CLIENT_ID))
         await self._stream.drained()
         frame = await self._stream.next_frame()
