@@ -88,8 +88,10 @@ def _topic(bootstrap: str, partitions: int, rf: int, configs: dict[str, str]) ->
 def drop_topic(bootstrap: str, topic: str) -> None:
     """Delete a sample's topic once it is measured. On this machine every later sample got
     slower while earlier samples' topics stayed (a broker's CPU per MB went from 1.4 to 4.4 ms
-    over eight 240 MB samples, most of it in the segment writes); with each topic deleted the
-    samples stay level."""
+    over eight 240 MB samples, most of it in the segment writes): writes into memory the VM has
+    not touched lately cost about ten times more (``python -m bench.machine``). With each
+    topic deleted the next sample writes into the memory it freed, and the samples stay
+    level."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
 

@@ -179,12 +179,12 @@ class BrokerConnection:
     async def send(self, obj: Any) -> Any:
         """One request and its answer, without the ``before_request`` hook. Raises
         ConnectionError when the connection is lost or the answer is out of step."""
-        cls = type(obj)
-        correlation = next(self._ids)
         if self.closed:
             # uvloop's transport raises RuntimeError for a write once closed, the standard
             # loop drops it: either way the caller must see a lost connection.
             raise self._stream.loss or ConnectionError("the connection to the peer is closed")
+        cls = type(obj)
+        correlation = next(self._ids)
         self._transport.write(encode_request(obj, correlation, _CLIENT_ID))
         await self._stream.drained()
         frame = await self._stream.next_frame()
